@@ -1,0 +1,210 @@
+"""The ``dwc`` command. Each subcommand is one stage of checkpoint -> ... -> bitstream."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import UserError
+
+MAIN_HELP = """\
+dwc: train logic-circuit controllers (Differentiable Weightless Controllers) on MuJoCo tasks and
+compile them to circuits.
+
+stages:
+  train   train a policy (DWC or float MLP) with SAC or PPO; resumable
+  eval    deterministic evaluation of a trained run, writes RUN/eval.json
+
+quick start:
+  dwc train --env InvertedPendulum-v5 --steps 20000 --out runs/ip
+  dwc eval runs/ip --episodes 10
+"""
+
+TRAIN_HELP = """\
+examples:
+  # the published DWC (2 x 1024 LUT6, 63 thermometer bits) with SAC on Hopper, resumable:
+  dwc train --env Hopper-v5 --steps 300000 --out runs/hopper-dwc
+  dwc train --out runs/hopper-dwc --resume          # continue after a crash or Ctrl-C
+  # the float baseline, same protocol:
+  dwc train --env Hopper-v5 --policy mlp --steps 300000 --out runs/hopper-mlp
+  # a small DWC with PPO on 8 envs:
+  dwc train --env InvertedPendulum-v5 --algo ppo --num-envs 8 --width 64 --lut-inputs 4 --out runs/ip-ppo
+
+The run directory holds config.json, checkpoint.pt (atomic, every --checkpoint-every steps),
+metrics.jsonl, tb/ (TensorBoard: tensorboard --logdir RUN/tb) and eval.json at the end.
+On --resume the stored config is used; --steps may be raised to train longer.
+"""
+
+
+def _add_train(sub):
+    p = sub.add_parser("train", help="train a policy (resumable)", description="Train a DWC or MLP policy.",
+                       epilog=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", help="Gymnasium env id with Box spaces (default InvertedPendulum-v5)")
+    p.add_argument("--policy", choices=["dwc", "mlp"], help="actor type (default dwc)")
+    p.add_argument("--algo", choices=["sac", "ppo"], help="algorithm (default sac)")
+    p.add_argument("--steps", type=int, help="total env steps (default 100000)")
+    p.add_argument("--seed", type=int, help="seed; same seed + CPU = same run (default 1)")
+    p.add_argument("--out", type=Path, required=True, help="run directory (must be new unless --resume)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    p.add_argument("--device", help="auto | cpu | cuda (default auto: CUDA when present)")
+    p.add_argument("--num-envs", type=int, help="parallel envs stepped together (default 1)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default 1: fastest on 2 cores)")
+    p.add_argument("--checkpoint-every", type=int, help="env steps between checkpoints (default 10000)")
+    p.add_argument("--eval-episodes", type=int, help="deterministic episodes at the end (default 10)")
+    m = p.add_argument_group("DWC model (defaults: the published 2 x 1024 LUT6, B = 63)")
+    m.add_argument("--layers", type=int, help="LUT layers (default 2)")
+    m.add_argument("--width", type=int, help="LUTs per layer; divisible by the action dim (default 1024)")
+    m.add_argument("--lut-inputs", type=int, help="inputs per LUT, 2..6 (default 6)")
+    m.add_argument("--thermo-bits", type=int, help="thermometer thresholds per obs dim, odd (default 63)")
+    m.add_argument("--wiring", choices=["learnable", "random"], help="LUT input wiring (default learnable)")
+    m.add_argument("--hidden", type=int, help="MLP actor hidden width (default 256)")
+    s = p.add_argument_group("SAC (defaults: the published protocol)")
+    s.add_argument("--learning-starts", type=int, help="random-action steps before updates (default 5000)")
+    s.add_argument("--batch-size", type=int, help="minibatch (default 256)")
+    s.add_argument("--buffer-size", type=int, help="replay capacity (default 1000000)")
+    s.add_argument("--actor-lr", type=float, help="actor learning rate (default 3e-4)")
+    g = p.add_argument_group("PPO")
+    g.add_argument("--rollout-steps", type=int, help="steps per env per iteration (default 2048)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the final evaluation as JSON")
+
+
+def _add_eval(sub):
+    p = sub.add_parser("eval", help="evaluate a trained run deterministically",
+                       description="Run deterministic episodes of a trained run and write RUN/eval.json "
+                                   "(env, episodes, mean/median/std/min/max return, per-episode returns).",
+                       epilog="example:\n  dwc eval runs/hopper-dwc --episodes 20 --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", type=Path, help="run directory written by dwc train")
+    p.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
+    p.add_argument("--seed", type=int, help="first episode seed (default: the run's seed + 10000)")
+    p.add_argument("--device", default="cpu", help="auto | cpu | cuda (default cpu)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--no-progress", action="store_true")
+
+
+TRAIN_FIELDS = {"env": "env", "algo": "algo", "steps": "steps", "seed": "seed", "device": "device",
+                "num_envs": "num_envs", "threads": "threads", "checkpoint_every": "checkpoint_every",
+                "eval_episodes": "eval_episodes"}
+ACTOR_FIELDS = {"policy": "policy", "layers": "layers", "width": "width", "lut_inputs": "lut_inputs",
+                "thermo_bits": "thermo_bits", "wiring": "wiring", "hidden": "hidden"}
+SAC_FIELDS = {"learning_starts": "learning_starts", "batch_size": "batch_size", "buffer_size": "buffer_size",
+              "actor_lr": "actor_lr"}
+PPO_FIELDS = {"rollout_steps": "rollout_steps"}
+# What may change when resuming: how long and where to run, not what is trained.
+RESUMABLE = {"steps", "device", "threads", "checkpoint_every", "eval_episodes"}
+
+
+def _train_config(args):
+    from .config import TrainConfig
+    from .rl.run import load_config
+
+    given = {k: v for k, v in vars(args).items() if v is not None}
+    if args.resume:
+        cfg = load_config(args.out)
+        stored = cfg.to_dict()
+        for k in list(TRAIN_FIELDS) + list(ACTOR_FIELDS) + list(SAC_FIELDS) + list(PPO_FIELDS):
+            if k in given and k not in RESUMABLE:
+                section = stored["actor"] if k in ACTOR_FIELDS else stored["sac"] if k in SAC_FIELDS else \
+                    stored["ppo"] if k in PPO_FIELDS else stored
+                if section.get(k) != given[k]:
+                    raise UserError(f"--resume: --{k.replace('_', '-')} {given[k]} differs from the run's "
+                                    f"{section.get(k)}; a resumed run keeps its config")
+        for k in RESUMABLE & given.keys():
+            setattr(cfg, k, given[k])
+        return cfg
+    cfg = TrainConfig()
+    for src, sec in ((TRAIN_FIELDS, cfg), (ACTOR_FIELDS, cfg.actor), (SAC_FIELDS, cfg.sac), (PPO_FIELDS, cfg.ppo)):
+        for k, field in src.items():
+            if k in given:
+                setattr(sec, field, given[k])
+    _validate(cfg)
+    return cfg
+
+
+def _validate(cfg) -> None:
+    a = cfg.actor
+    checks = [
+        (cfg.steps >= 1, f"--steps must be >= 1, got {cfg.steps}"),
+        (cfg.num_envs >= 1, f"--num-envs must be >= 1, got {cfg.num_envs}"),
+        (cfg.threads >= 1, f"--threads must be >= 1, got {cfg.threads}"),
+        (cfg.checkpoint_every >= 1, f"--checkpoint-every must be >= 1, got {cfg.checkpoint_every}"),
+        (cfg.eval_episodes >= 1, f"--eval-episodes must be >= 1, got {cfg.eval_episodes}"),
+        (2 <= a.lut_inputs <= 6, f"--lut-inputs must be in 2..6, got {a.lut_inputs}"),
+        (a.layers >= 1, f"--layers must be >= 1, got {a.layers}"),
+        (a.width >= 1, f"--width must be >= 1, got {a.width}"),
+        (a.thermo_bits >= 3 and a.thermo_bits % 2 == 1, f"--thermo-bits must be odd and >= 3, got {a.thermo_bits}"),
+        (cfg.sac.batch_size >= 1, f"--batch-size must be >= 1, got {cfg.sac.batch_size}"),
+        (cfg.ppo.rollout_steps >= 1, f"--rollout-steps must be >= 1, got {cfg.ppo.rollout_steps}"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise UserError(msg)
+
+
+def _print_eval(result: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{result['env']}  {result['policy']}/{result['algo']} after {result['train_steps']} steps: "
+              f"return mean {result['mean_return']:.1f}  median {result['median_return']:.1f}  "
+              f"std {result['std_return']:.1f}  over {result['episodes']} deterministic episodes")
+
+
+def cmd_train(args) -> int:
+    from .rl.train import train
+    cfg = _train_config(args)
+    if cfg.actor.policy == "dwc":
+        try:
+            import gymnasium as gym
+            env = gym.make(cfg.env)
+            act_dim = env.action_space.shape[0]
+            env.close()
+        except Exception:
+            act_dim = None  # train() reports the env problem clearly
+        if act_dim and cfg.actor.width % act_dim:
+            raise UserError(f"--width {cfg.actor.width} must be divisible by {cfg.env}'s action dimension {act_dim}")
+    result = train(cfg, args.out, resume=args.resume, progress=not args.no_progress)
+    _print_eval(result, args.json)
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from .rl.train import evaluate_run
+    result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed, progress=not args.no_progress)
+    _print_eval(result, args.json)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    parser = argparse.ArgumentParser(prog="dwc", description=MAIN_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"dwc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_train(sub)
+    _add_eval(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return {"train": cmd_train, "eval": cmd_eval}[args.command](args)
+    except UserError as e:
+        print(f"dwc {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ndwc {args.command}: interrupted" +
+              ("; the last checkpoint is kept, continue with --resume" if args.command == "train" else ""),
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

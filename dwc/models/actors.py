@@ -1,0 +1,150 @@
+"""Actors: a Differentiable Weightless Controller (DWC) and the float MLP baseline.
+
+Both share one interface, so the RL code never asks which it has:
+- ``dist_params(obs) -> (mean, log_std)`` of the pre-tanh Gaussian (training);
+- ``act(obs) -> action`` deterministic, squashed and rescaled to the action bounds (inference);
+- ``normalizer`` the running observation normaliser (updated by the training loop);
+- ``constrain_()`` re-projects parameters after each optimiser step.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from .encoding import ObsNormalizer, Thermometer
+from .lut import LUTLayer
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+@dataclass
+class ActorConfig:
+    policy: str = "dwc"  # dwc | mlp
+    # DWC (defaults: the published configuration)
+    layers: int = 2
+    width: int = 1024
+    lut_inputs: int = 6
+    thermo_bits: int = 63
+    wiring: str = "learnable"  # learnable | random
+    tau: float = 1e-3
+    groupsum_eps: float = 1e-3
+    # float parts
+    hidden: int = 256  # MLP actor width (2 hidden layers)
+    logstd_hidden: int = 64  # the DWC's training-only log-std network
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class _Actor(nn.Module):
+    def __init__(self, obs_dim: int, action_low, action_high):
+        super().__init__()
+        self.normalizer = ObsNormalizer(obs_dim)
+        low = torch.as_tensor(action_low, dtype=torch.float32)
+        high = torch.as_tensor(action_high, dtype=torch.float32)
+        self.register_buffer("action_scale", (high - low) / 2.0)
+        self.register_buffer("action_bias", (high + low) / 2.0)
+
+    def dist_params(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def squash(self, u: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(u) * self.action_scale + self.action_bias
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.squash(self.dist_params(obs)[0])
+
+    def constrain_(self) -> None:
+        pass
+
+    @staticmethod
+    def _bound_log_std(raw: torch.Tensor) -> torch.Tensor:
+        return LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(raw) + 1)
+
+
+class MLPActor(_Actor):
+    """Float baseline: normalised obs -> 2 x hidden ReLU -> (mean, log_std) heads (CleanRL SAC)."""
+
+    def __init__(self, obs_dim: int, action_dim: int, action_low, action_high, cfg: ActorConfig):
+        super().__init__(obs_dim, action_low, action_high)
+        self.trunk = nn.Sequential(nn.Linear(obs_dim, cfg.hidden), nn.ReLU(),
+                                   nn.Linear(cfg.hidden, cfg.hidden), nn.ReLU())
+        self.mean = nn.Linear(cfg.hidden, action_dim)
+        self.log_std = nn.Linear(cfg.hidden, action_dim)
+
+    def dist_params(self, obs):
+        h = self.trunk(self.normalizer(obs))
+        return self.mean(h), self._bound_log_std(self.log_std(h))
+
+
+class GroupSum(nn.Module):
+    """Popcount of each action's block of bits, scaled to [eps, 1-eps], then a learnable affine.
+
+    ``a = exp(log_alpha) * (x - 0.5) + beta`` per action (init log_alpha = ln 0.5, beta = 0).
+    """
+
+    def __init__(self, in_bits: int, actions: int, eps: float):
+        super().__init__()
+        if in_bits % actions:
+            raise ValueError(f"last layer width {in_bits} must be divisible by the action dimension {actions}")
+        self.actions, self.group = actions, in_bits // actions
+        self.eps = eps
+        self.log_alpha = nn.Parameter(torch.full((actions,), float(torch.log(torch.tensor(0.5)))))
+        self.beta = nn.Parameter(torch.zeros(actions))
+
+    def popcount(self, bits: torch.Tensor) -> torch.Tensor:
+        return bits.view(*bits.shape[:-1], self.actions, self.group).sum(-1)
+
+    def forward(self, bits: torch.Tensor) -> torch.Tensor:
+        x = self.eps + (1.0 - 2.0 * self.eps) * self.popcount(bits) / self.group
+        return torch.exp(self.log_alpha) * (x - 0.5) + self.beta
+
+
+class DWCActor(_Actor):
+    """obs -> normalise -> thermometer bits -> LUT layers -> GroupSum head -> pre-tanh mean.
+
+    The log-std comes from a separate small float MLP used only in training; the deterministic
+    action (``act``) depends on the LUT circuit alone.
+    """
+
+    def __init__(self, obs_dim: int, action_dim: int, action_low, action_high, cfg: ActorConfig):
+        super().__init__(obs_dim, action_low, action_high)
+        if cfg.width % action_dim:
+            raise ValueError(f"--width {cfg.width} must be divisible by the action dimension {action_dim}")
+        self.encoder = Thermometer(obs_dim, cfg.thermo_bits)
+        sizes = [self.encoder.out_features] + [cfg.width] * cfg.layers
+        self.luts = nn.ModuleList(
+            LUTLayer(sizes[i], sizes[i + 1], cfg.lut_inputs, cfg.wiring, cfg.tau) for i in range(cfg.layers))
+        self.head = GroupSum(cfg.width, action_dim, cfg.groupsum_eps)
+        self.log_std_net = nn.Sequential(nn.Linear(obs_dim, cfg.logstd_hidden), nn.ReLU(),
+                                         nn.Linear(cfg.logstd_hidden, cfg.logstd_hidden), nn.ReLU(),
+                                         nn.Linear(cfg.logstd_hidden, action_dim))
+
+    def circuit_bits(self, xn: torch.Tensor) -> torch.Tensor:
+        """Normalised obs -> output bits of the last LUT layer (what hardware feeds the popcounts)."""
+        bits = self.encoder(xn)
+        for layer in self.luts:
+            bits = layer(bits)
+        return bits
+
+    def popcounts(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.head.popcount(self.circuit_bits(self.normalizer(obs)))
+
+    def dist_params(self, obs):
+        xn = self.normalizer(obs)
+        return self.head(self.circuit_bits(xn)), self._bound_log_std(self.log_std_net(xn))
+
+    def constrain_(self) -> None:
+        for layer in self.luts:
+            layer.constrain_()
+
+
+def build_actor(cfg: ActorConfig, obs_dim: int, action_dim: int, action_low, action_high) -> _Actor:
+    if cfg.policy == "dwc":
+        return DWCActor(obs_dim, action_dim, action_low, action_high, cfg)
+    if cfg.policy == "mlp":
+        return MLPActor(obs_dim, action_dim, action_low, action_high, cfg)
+    raise ValueError(f"unknown policy {cfg.policy!r} (choose dwc or mlp)")

@@ -1,0 +1,77 @@
+"""Observation -> bits: running normalisation and the fixed thermometer code."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+CLIP = 10.0
+
+
+class ObsNormalizer(nn.Module):
+    """Running mean/variance normaliser, ``clip((x - mu) / sigma, -10, 10)``.
+
+    Statistics are buffers (saved with the model) updated only by :meth:`update`, which the training
+    loop calls on fresh environment observations. ``frozen`` stops updates for export/evaluation.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-8):
+        super().__init__()
+        self.eps = eps
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(eps, dtype=torch.float64))
+        self.register_buffer("frozen", torch.tensor(False))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        if bool(self.frozen):
+            return
+        x = x.reshape(-1, self.mean.numel()).to(self.mean)
+        batch_mean, batch_var, n = x.mean(0), x.var(0, unbiased=False), x.shape[0]
+        # Chan et al. parallel update: exact for any split of the stream into batches.
+        delta = batch_mean - self.mean
+        total = self.count + n
+        self.mean += delta * n / total
+        m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def freeze(self) -> None:
+        self.frozen.fill_(True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        std = torch.sqrt(self.var + self.eps).to(x.dtype)
+        return ((x - self.mean.to(x.dtype)) / std).clamp(-CLIP, CLIP)
+
+
+def thermometer_thresholds(bits: int, clip: float = CLIP) -> torch.Tensor:
+    """The ``bits`` fixed thresholds shared by every observation dimension.
+
+    Standard-normal quantiles at m/B (m = 1..B-1) plus 0 in the middle, scaled so the outermost
+    threshold sits at +-clip. Returned sorted ascending, float64.
+    """
+    if bits < 3 or bits % 2 == 0:
+        raise ValueError(f"thermometer bits must be odd and >= 3, got {bits}")
+    p = torch.arange(1, bits, dtype=torch.float64) / bits
+    q = torch.special.ndtri(p)
+    q = torch.cat([q, torch.zeros(1, dtype=torch.float64)]).sort().values
+    return q * (clip / q.abs().max())
+
+
+class Thermometer(nn.Module):
+    """Normalised observation (batch, D) -> bits (batch, D * B) with bit = (x >= threshold).
+
+    Bits are laid out dimension-major: bit index = d * B + m, threshold m ascending.
+    """
+
+    def __init__(self, dim: int, bits: int):
+        super().__init__()
+        self.dim, self.bits = dim, bits
+        self.register_buffer("thresholds", thermometer_thresholds(bits).float())
+
+    @property
+    def out_features(self) -> int:
+        return self.dim * self.bits
+
+    def forward(self, xn: torch.Tensor) -> torch.Tensor:
+        return (xn.unsqueeze(-1) >= self.thresholds).flatten(-2).to(xn.dtype)

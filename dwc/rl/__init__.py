@@ -1,0 +1,1 @@
+"""Reinforcement learning: SAC and PPO loops, replay, run directories, evaluation."""

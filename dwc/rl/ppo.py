@@ -1,0 +1,140 @@
+"""PPO (clipped objective, GAE), CleanRL-style, for cheap many-env training.
+
+The actor is the same squashed-Gaussian interface SAC uses (DWC or MLP); the value function is a
+small float MLP over normalised observations. The rollout stores the pre-tanh sample so the
+log-probability of old actions is exact. Truncated episodes bootstrap from V(final observation).
+Checkpoints are written between iterations, so a resumed run repeats no partial rollout.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..config import TrainConfig
+from ..models import build_actor
+from .common import EpisodeTracker, sample_action, squashed_log_prob
+from .envs import make_vector_env
+from .run import RunDir, set_rng_state
+
+
+def value_net(obs_dim: int, hidden: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                         nn.Linear(hidden, 1))
+
+
+def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
+    pc = cfg.ppo
+    envs = make_vector_env(cfg.env, cfg.num_envs)
+    act_space = envs.single_action_space
+    obs_dim, act_dim = envs.single_observation_space.shape[0], act_space.shape[0]
+    actor = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
+    critic = value_net(obs_dim, pc.v_hidden).to(device)
+    params = list(actor.parameters()) + list(critic.parameters())
+    opt = torch.optim.Adam(params, lr=pc.lr, eps=1e-5)
+    counters = {"iterations": 0}
+    step = run.start_step
+    if run.resume_state:
+        s = run.resume_state
+        actor.load_state_dict(s["actor"])
+        critic.load_state_dict(s["critic"])
+        opt.load_state_dict(s["opt"])
+        counters = s["counters"]
+        set_rng_state(s["rng"])
+
+    T, N = pc.rollout_steps, cfg.num_envs
+    batch = T * N
+    minibatch = max(1, batch // pc.minibatches)
+    total_iters = max(1, -(-cfg.steps // batch))
+    buf_obs = torch.zeros(T, N, obs_dim, device=device)
+    buf_u = torch.zeros(T, N, act_dim, device=device)
+    buf_logp = torch.zeros(T, N, device=device)
+    buf_rew = torch.zeros(T, N, device=device)
+    buf_done = torch.zeros(T, N, device=device)
+    buf_val = torch.zeros(T, N, device=device)
+
+    def checkpoint():
+        run.save_checkpoint({"step": step, "actor": actor.state_dict(), "critic": critic.state_dict(),
+                             "opt": opt.state_dict(), "counters": counters, "obs_dim": obs_dim, "act_dim": act_dim})
+
+    def as_t(x):
+        return torch.as_tensor(x, dtype=torch.float32, device=device)
+
+    obs, _ = envs.reset(seed=cfg.seed + step)
+    actor.normalizer.update(as_t(obs))
+    episodes = EpisodeTracker(N)
+    bar = run.start_progress(cfg.steps)
+    t0, s0, last_ckpt = time.perf_counter(), step, step
+    try:
+        while step < cfg.steps:
+            if pc.anneal_lr:
+                opt.param_groups[0]["lr"] = pc.lr * (1.0 - counters["iterations"] / total_iters)
+            for t in range(T):
+                o = as_t(obs)
+                with torch.no_grad():
+                    a, logp, u = sample_action(actor, o)
+                    v = critic(actor.normalizer(o)).squeeze(-1)
+                next_obs, rew, terms, truncs, infos = envs.step(a.cpu().numpy())
+                dones = terms | truncs
+                episodes.step(run, step + N, rew, dones)
+                rew = rew.astype(np.float64)  # a copy: bootstrapping must not touch the logged reward
+                # Bootstrap truncated episodes from the value of the state they really reached.
+                for i in np.flatnonzero(truncs & ~terms):
+                    with torch.no_grad():
+                        fo = as_t(infos["final_obs"][i]).unsqueeze(0)
+                        rew[i] += pc.gamma * critic(actor.normalizer(fo)).item()
+                buf_obs[t], buf_u[t], buf_logp[t], buf_val[t] = o, u, logp, v
+                buf_rew[t], buf_done[t] = as_t(rew), as_t(dones)
+                actor.normalizer.update(as_t(next_obs))
+                step += N
+                bar.update(N)
+                obs = next_obs
+
+            with torch.no_grad():
+                next_v = critic(actor.normalizer(as_t(obs))).squeeze(-1)
+                adv = torch.zeros_like(buf_rew)
+                last = torch.zeros(N, device=device)
+                for t in reversed(range(T)):
+                    nv = next_v if t == T - 1 else buf_val[t + 1]
+                    nonterm = 1.0 - buf_done[t]
+                    delta = buf_rew[t] + pc.gamma * nv * nonterm - buf_val[t]
+                    last = delta + pc.gamma * pc.gae_lambda * nonterm * last
+                    adv[t] = last
+                returns = adv + buf_val
+
+            b_obs, b_u, b_logp = buf_obs.reshape(batch, -1), buf_u.reshape(batch, -1), buf_logp.reshape(-1)
+            b_adv, b_ret = adv.reshape(-1), returns.reshape(-1)
+            for _ in range(pc.epochs):
+                perm = torch.randperm(batch, device=device)
+                for start in range(0, batch, minibatch):
+                    mb = perm[start:start + minibatch]
+                    mean, log_std = actor.dist_params(b_obs[mb])
+                    ratio = (squashed_log_prob(actor, mean, log_std, b_u[mb]) - b_logp[mb]).exp()
+                    a_mb = b_adv[mb]
+                    a_mb = (a_mb - a_mb.mean()) / (a_mb.std() + 1e-8)
+                    pg_loss = torch.max(-a_mb * ratio, -a_mb * ratio.clamp(1 - pc.clip, 1 + pc.clip)).mean()
+                    v_loss = 0.5 * (critic(actor.normalizer(b_obs[mb])).squeeze(-1) - b_ret[mb]).square().mean()
+                    # Entropy of the pre-tanh Gaussian (the squashed one has no closed form).
+                    entropy = (log_std + 0.5 + 0.5 * np.log(2 * np.pi)).sum(-1).mean()
+                    loss = pg_loss + pc.vf_coef * v_loss - pc.ent_coef * entropy
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(params, pc.max_grad_norm)
+                    opt.step()
+                    actor.constrain_()
+            counters["iterations"] += 1
+            sps = (step - s0) / max(time.perf_counter() - t0, 1e-9)
+            run.log(step, **{"losses/policy": pg_loss.item(), "losses/value": v_loss.item(),
+                             "losses/entropy": entropy.item(), "charts/SPS": sps,
+                             "charts/approx_kl": (ratio.log().neg().mean()).item()})
+            bar.set_postfix(**episodes.postfix(sps))
+            if step - last_ckpt >= cfg.checkpoint_every:
+                checkpoint()
+                last_ckpt = step
+        checkpoint()
+    finally:
+        envs.close()
+    return actor
+

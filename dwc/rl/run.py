@@ -1,0 +1,153 @@
+"""The run directory: config, atomic checkpoints, metrics (JSONL + TensorBoard), progress bar.
+
+Layout (a stable interface later stages read)::
+
+    RUN/config.json        the full TrainConfig
+    RUN/checkpoint.pt      everything needed to resume (written atomically)
+    RUN/metrics.jsonl      one JSON object per logged event, each with "step"
+    RUN/tb/                TensorBoard event files
+    RUN/eval.json          the final deterministic evaluation
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..config import TrainConfig
+from ..errors import UserError
+
+CHECKPOINT = "checkpoint.pt"
+CONFIG = "config.json"
+METRICS = "metrics.jsonl"
+
+
+def atomic_write_bytes(path: Path, write) -> None:
+    """Write via a temp file in the same folder, fsync, rename: a crash leaves the old file intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, obj) -> None:
+    atomic_write_bytes(Path(path), lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
+
+
+def rng_state() -> dict:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(s: dict) -> None:
+    torch.set_rng_state(s["torch"])
+    np.random.set_state(s["numpy"])
+    random.setstate(s["python"])
+    if s.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def load_checkpoint(path: Path, map_location="cpu") -> dict:
+    """Load a checkpoint or raise a one-line UserError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"no checkpoint at {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=False)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError) as e:
+        raise UserError(f"corrupt or truncated checkpoint {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    if not isinstance(ckpt, dict) or "step" not in ckpt or "config" not in ckpt:
+        raise UserError(f"corrupt checkpoint {path}: not a dwc checkpoint")
+    return ckpt
+
+
+def load_config(run: Path) -> TrainConfig:
+    run = Path(run)
+    try:
+        return TrainConfig.from_dict(json.loads((run / CONFIG).read_text()))
+    except FileNotFoundError:
+        raise UserError(f"{run} is not a dwc run directory (no {CONFIG})") from None
+    except (ValueError, TypeError) as e:
+        raise UserError(f"{run / CONFIG} is invalid: {e}") from None
+
+
+class RunDir:
+    """Owns the run directory's files; the training loops only call its methods."""
+
+    def __init__(self, path: Path, cfg: TrainConfig, resume: bool, progress: bool = True):
+        self.path = Path(path)
+        self.ckpt_path = self.path / CHECKPOINT
+        self.resume_state: dict | None = None
+        if resume:
+            if not self.ckpt_path.exists():
+                raise UserError(f"--resume: no checkpoint in {self.path} to resume from")
+            self.resume_state = load_checkpoint(self.ckpt_path)
+        elif self.path.exists() and any(self.path.iterdir()):
+            raise UserError(f"output directory {self.path} already exists and is not empty; "
+                            f"pass --resume to continue it or choose another --out")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.cfg = cfg
+        write_json(self.path / CONFIG, cfg.to_dict())
+        self.start_step = int(self.resume_state["step"]) if self.resume_state else 0
+        self._truncate_metrics(self.start_step)
+        self._metrics = open(self.path / METRICS, "a")
+        from torch.utils.tensorboard import SummaryWriter  # slow import, only when training
+        # purge_step drops events a crashed run logged after its last checkpoint.
+        self.tb = SummaryWriter(str(self.path / "tb"), purge_step=self.start_step or None)
+        self.progress = progress
+        self.bar = None
+
+    def _truncate_metrics(self, step: int) -> None:
+        """Keep only metrics up to the checkpoint, so a resumed run never logs a step twice."""
+        p = self.path / METRICS
+        if not p.exists():
+            return
+        kept = [l for l in p.read_text().splitlines() if l.strip() and json.loads(l).get("step", 0) <= step]
+        atomic_write_bytes(p, lambda f: f.write("".join(l + "\n" for l in kept).encode()))
+
+    def log(self, step: int, **scalars) -> None:
+        rec = {"step": int(step)}
+        for k, v in scalars.items():
+            v = float(v)
+            rec[k] = v
+            self.tb.add_scalar(k, v, step)
+        self._metrics.write(json.dumps(rec) + "\n")
+
+    def save_checkpoint(self, state: dict) -> None:
+        state = dict(state, config=self.cfg.to_dict(), rng=rng_state())
+        self._metrics.flush()
+        self.tb.flush()
+        atomic_write_bytes(self.ckpt_path, lambda f: torch.save(state, f))
+
+    def start_progress(self, total: int):
+        from tqdm import tqdm
+        self.bar = tqdm(total=total, initial=self.start_step, unit="step", dynamic_ncols=True,
+                        disable=not self.progress, desc=f"{self.cfg.algo} {self.cfg.actor.policy} {self.cfg.env}")
+        return self.bar
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self._metrics.close()
+        self.tb.close()

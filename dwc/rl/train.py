@@ -1,0 +1,67 @@
+"""Entry points behind ``dwc train`` and ``dwc eval``: set up, dispatch to an algorithm, evaluate."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..config import TrainConfig
+from ..errors import UserError
+from ..models import build_actor
+from .common import actor_act_fn, evaluate, resolve_device
+from .envs import check_env_id
+from .run import CHECKPOINT, RunDir, load_checkpoint, load_config, seed_everything, write_json
+
+EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse training seeds
+
+
+def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True) -> dict:
+    """Train (or resume) into ``out``; finish with a deterministic evaluation written to eval.json."""
+    if cfg.algo not in ("sac", "ppo"):
+        raise UserError(f"unknown --algo {cfg.algo!r} (choose sac or ppo)")
+    device = resolve_device(cfg.device)
+    check_env_id(cfg.env).close()
+    torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    run = RunDir(out, cfg, resume=resume, progress=progress)
+    try:
+        if run.start_step >= cfg.steps:
+            print(f"{out}: already at step {run.start_step} >= --steps {cfg.steps}; evaluating only")
+        else:
+            from .ppo import train_ppo
+            from .sac import train_sac
+            (train_sac if cfg.algo == "sac" else train_ppo)(cfg, run, device)
+    finally:
+        run.close()
+    return evaluate_run(out, cfg.eval_episodes, device=str(device), progress=progress)
+
+
+def load_actor(run_dir: Path, device: str = "cpu"):
+    """Rebuild the trained actor of a run directory in eval mode, normaliser frozen."""
+    run_dir = Path(run_dir)
+    cfg = load_config(run_dir)
+    ckpt = load_checkpoint(run_dir / CHECKPOINT, map_location=device)
+    env = check_env_id(cfg.env)
+    space = env.action_space
+    env.close()
+    actor = build_actor(cfg.actor, ckpt["obs_dim"], ckpt["act_dim"], space.low, space.high)
+    try:
+        actor.load_state_dict(ckpt["actor"])
+    except RuntimeError as e:
+        raise UserError(f"checkpoint {run_dir / CHECKPOINT} does not match its config.json: "
+                        f"{str(e).splitlines()[0]}") from None
+    actor.normalizer.freeze()
+    return actor.to(device).eval(), cfg, ckpt["step"]
+
+
+def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | None = None,
+                 progress: bool = True) -> dict:
+    if episodes < 1:
+        raise UserError(f"--episodes must be >= 1, got {episodes}")
+    dev = resolve_device(device)
+    actor, cfg, step = load_actor(run_dir, str(dev))
+    seed = cfg.seed + EVAL_SEED_OFFSET if seed is None else seed
+    result = evaluate(actor_act_fn(actor, dev), cfg.env, episodes, seed, progress=progress)
+    result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True)
+    write_json(Path(run_dir) / "eval.json", result)
+    return result

@@ -1,0 +1,3 @@
+"""Amaranth hardware generated from the dwc IR (importable as ``dwc.rtl``).
+
+Reads the IR only; never imports training code."""
