@@ -54,7 +54,8 @@ def _add_train(sub):
     p.add_argument("--eval-episodes", type=int, help="deterministic episodes at the end (default 10)")
     m = p.add_argument_group("DWC model (defaults: the published 2 x 1024 LUT6, B = 63)")
     m.add_argument("--layers", type=int, help="LUT layers (default 2)")
-    m.add_argument("--width", type=int, help="LUTs per layer; divisible by the action dim (default 1024)")
+    m.add_argument("--width", type=int, help="LUTs per layer; the last is rounded down to a multiple of "
+                                             "the action dim (default 1024)")
     m.add_argument("--lut-inputs", type=int, help="inputs per LUT, 2..6 (default 6)")
     m.add_argument("--thermo-bits", type=int, help="thermometer thresholds per obs dim, odd (default 63)")
     m.add_argument("--wiring", choices=["learnable", "random"], help="LUT input wiring (default learnable)")
@@ -155,16 +156,6 @@ def _print_eval(result: dict, as_json: bool) -> None:
 def cmd_train(args) -> int:
     from .rl.train import train
     cfg = _train_config(args)
-    if cfg.actor.policy == "dwc":
-        try:
-            import gymnasium as gym
-            env = gym.make(cfg.env)
-            act_dim = env.action_space.shape[0]
-            env.close()
-        except Exception:
-            act_dim = None  # train() reports the env problem clearly
-        if act_dim and cfg.actor.width % act_dim:
-            raise UserError(f"--width {cfg.actor.width} must be divisible by {cfg.env}'s action dimension {act_dim}")
     result = train(cfg, args.out, resume=args.resume, progress=not args.no_progress)
     _print_eval(result, args.json)
     return 0

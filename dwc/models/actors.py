@@ -106,29 +106,33 @@ class GroupSum(nn.Module):
 class DWCActor(_Actor):
     """obs -> normalise -> thermometer bits -> LUT layers -> GroupSum head -> pre-tanh mean.
 
+    The last layer's width is rounded down to a multiple of the action dimension (one equal
+    popcount group per action).
+
     The log-std comes from a separate small float MLP used only in training; the deterministic
     action (``act``) depends on the LUT circuit alone.
     """
 
     def __init__(self, obs_dim: int, action_dim: int, action_low, action_high, cfg: ActorConfig):
         super().__init__(obs_dim, action_low, action_high)
-        if cfg.width % action_dim:
-            raise ValueError(f"--width {cfg.width} must be divisible by the action dimension {action_dim}")
+        last = cfg.width - cfg.width % action_dim  # e.g. 1023 for Hopper's 3 actions
+        if last == 0:
+            raise ValueError(f"--width {cfg.width} is smaller than the action dimension {action_dim}")
         self.encoder = Thermometer(obs_dim, cfg.thermo_bits)
-        sizes = [self.encoder.out_features] + [cfg.width] * cfg.layers
+        sizes = [self.encoder.out_features] + [cfg.width] * (cfg.layers - 1) + [last]
         self.luts = nn.ModuleList(
             LUTLayer(sizes[i], sizes[i + 1], cfg.lut_inputs, cfg.wiring, cfg.tau) for i in range(cfg.layers))
-        self.head = GroupSum(cfg.width, action_dim, cfg.groupsum_eps)
+        self.head = GroupSum(last, action_dim, cfg.groupsum_eps)
         self.log_std_net = nn.Sequential(nn.Linear(obs_dim, cfg.logstd_hidden), nn.ReLU(),
                                          nn.Linear(cfg.logstd_hidden, cfg.logstd_hidden), nn.ReLU(),
                                          nn.Linear(cfg.logstd_hidden, action_dim))
 
     def circuit_bits(self, xn: torch.Tensor) -> torch.Tensor:
         """Normalised obs -> output bits of the last LUT layer (what hardware feeds the popcounts)."""
-        bits = self.encoder(xn)
+        bits = self.encoder(xn).t().contiguous()  # feature-major through the LUT layers
         for layer in self.luts:
-            bits = layer(bits)
-        return bits
+            bits = layer.forward_fm(bits)
+        return bits.t()
 
     def popcounts(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head.popcount(self.circuit_bits(self.normalizer(obs)))

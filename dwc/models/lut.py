@@ -42,60 +42,67 @@ def efd_matrix(n: int, alpha: float | None = None, beta: float = 1.0 / 3.0) -> t
 
 
 class _LutLookup(torch.autograd.Function):
-    """bits (B, L*n) in {0,1}, tables (L, 2^n) -> bits (B, L)."""
+    """Feature-major: bits (L*n, B) in {0,1}, tables (L, 2^n) -> bits (L, B).
+
+    Feature-major rows keep every op a contiguous sweep over the batch (3-10x faster on CPU
+    than batch-major with a size-n inner dimension).
+    """
 
     @staticmethod
-    def forward(ctx, sel: torch.Tensor, tables: torch.Tensor, pow2: torch.Tensor, efd: torch.Tensor):
+    def forward(ctx, sel: torch.Tensor, tables: torch.Tensor, efd: torch.Tensor):
         luts, size = tables.shape
-        n = pow2.numel()
-        addr = (sel.view(sel.shape[0], luts, n) * pow2).sum(-1).to(torch.int64)
-        flat = addr + torch.arange(luts, device=sel.device).mul_(size)
-        out = (tables.reshape(-1)[flat] > 0).to(sel.dtype)
-        ctx.save_for_backward(flat, tables, efd)
-        ctx.n = n
+        n = size.bit_length() - 1
+        bits = sel.view(luts, n, sel.shape[1])
+        addr = bits[:, 0].clone()
+        for k in range(1, n):
+            addr.add_(bits[:, k], alpha=float(1 << k))
+        addr = addr.to(torch.int64)
+        out = (torch.gather(tables, 1, addr) > 0).to(sel.dtype)
+        ctx.save_for_backward(addr, tables, efd)
         return out
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
-        flat, tables, efd = ctx.saved_tensors
+        addr, tables, efd = ctx.saved_tensors
         luts, size = tables.shape
+        n = size.bit_length() - 1
         grad_sel = grad_tables = None
         if ctx.needs_input_grad[0]:
-            surface = (tables @ efd).view(luts * size, ctx.n)  # EFD gradient at every address
-            grad_sel = (surface[flat] * grad_out.unsqueeze(-1)).reshape(grad_out.shape[0], luts * ctx.n)
+            # EFD gradient at every address of every LUT, then read off at each sample's address.
+            surface = (tables @ efd).view(luts, size, n).transpose(1, 2)  # (L, n, 2^n)
+            picked = torch.gather(surface, 2, addr.unsqueeze(1).expand(luts, n, addr.shape[1]))
+            grad_sel = (picked * grad_out.unsqueeze(1)).view(luts * n, -1)
         if ctx.needs_input_grad[1]:
-            grad_tables = torch.zeros(luts * size, dtype=grad_out.dtype, device=grad_out.device)
-            grad_tables = grad_tables.index_add_(0, flat.reshape(-1), grad_out.reshape(-1)).view(luts, size)
-        return grad_sel, grad_tables, None, None
+            grad_tables = torch.zeros_like(tables).scatter_add_(1, addr, grad_out)  # straight-through
+        return grad_sel, grad_tables, None
 
 
 class _LearnableWiring(torch.autograd.Function):
-    """x (B, I), weights (S, I) -> x[:, argmax(weights, 1)] (B, S)."""
+    """Feature-major: x (I, B), weights (S, I), idx = argmax(weights, 1) -> x[idx] (S, B)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, weights: torch.Tensor, tau: float, topk: int):
-        idx = weights.argmax(dim=1)
-        ctx.save_for_backward(x, weights)
-        ctx.tau, ctx.topk = tau, topk
-        return x.index_select(1, idx)
+    def forward(ctx, x: torch.Tensor, weights: torch.Tensor, top_vals, top_ids, tau: float):
+        """``top_vals``/``top_ids``: the k largest weights per slot (k=1 is the argmax; k=0 = dense)."""
+        ctx.save_for_backward(x, weights, top_vals, top_ids)
+        ctx.tau = tau
+        return x.index_select(0, top_ids[:, 0])
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
-        x, weights = ctx.saved_tensors
+        x, weights, top_vals, top_ids = ctx.saved_tensors
         grad_x = grad_w = None
         if ctx.needs_input_grad[1]:
-            grad_w = g.t() @ (2.0 * x - 1.0)
+            grad_w = g @ (2.0 * x - 1.0).t()  # every candidate source, dense: the costly part
         if ctx.needs_input_grad[0]:
-            if ctx.topk and ctx.topk < weights.shape[1]:
-                # With tau ~ 1e-3 the softmax is one-hot to float precision beyond the top few
-                # candidates; the top-k scatter equals the dense product and costs O(B*S*k).
-                vals, ids = weights.topk(ctx.topk, dim=1)
-                p = torch.softmax(vals / ctx.tau, dim=1)
-                src = (g.unsqueeze(-1) * p).reshape(g.shape[0], -1)
-                grad_x = torch.zeros_like(x).index_add_(1, ids.reshape(-1), src)
+            if top_ids.shape[1] > 1:
+                # Beyond the top few candidates softmax(w / tau) is below float resolution of the
+                # sum for tau ~ 1e-3; the top-k scatter costs O(S*k*B) instead of O(S*I*B).
+                p = torch.softmax(top_vals / ctx.tau, dim=1)
+                src = (p.unsqueeze(-1) * g.unsqueeze(1)).view(-1, g.shape[1])
+                grad_x = torch.zeros_like(x).index_add_(0, top_ids.reshape(-1), src)
             else:
-                grad_x = g @ torch.softmax(weights / ctx.tau, dim=1)
-        return grad_x, grad_w, None, None
+                grad_x = torch.softmax(weights / ctx.tau, dim=1).t() @ g
+        return grad_x, grad_w, None, None, None
 
 
 def balanced_random_wiring(in_features: int, slots: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -110,7 +117,8 @@ class LUTLayer(nn.Module):
 
     ``wiring="learnable"`` (default, as published) learns which source feeds each input slot;
     ``wiring="random"`` fixes a balanced random wiring at construction.
-    ``softmax_topk`` = 0 uses the dense softmax for the wiring's input gradient.
+    ``softmax_topk`` = 0 uses the dense softmax for the wiring's input gradient (exact, slow);
+    the default 8 keeps the 8 largest candidates per slot.
     """
 
     def __init__(self, in_features: int, out_features: int, n: int = 6, wiring: str = "learnable",
@@ -128,20 +136,37 @@ class LUTLayer(nn.Module):
             self.wiring_weights = nn.Parameter(torch.rand(slots, in_features))
         else:
             self.register_buffer("fixed_wiring", balanced_random_wiring(in_features, slots))
-        self.register_buffer("pow2", 2.0 ** torch.arange(n, dtype=torch.float32), persistent=False)
         self.register_buffer("efd", efd_matrix(n), persistent=False)
+        self._top_cache: tuple | None = None
+
+    def _top(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cached (values, indices) of the top-k wiring weights per slot; column 0 is the argmax."""
+        w = self.wiring_weights
+        key = (w.data_ptr(), w._version, w.device)  # recomputed only when the weights change
+        if self._top_cache is None or self._top_cache[0] != key:
+            k = min(self.softmax_topk, w.shape[1]) if self.softmax_topk else 1
+            self._top_cache = (key, *w.detach().topk(k, dim=1))
+        return self._top_cache[1], self._top_cache[2]
+
+    def _flat_indices(self) -> torch.Tensor:
+        return self.fixed_wiring if self.wiring == "random" else self._top()[1][:, 0]
 
     def wiring_indices(self) -> torch.Tensor:
         """(out_features, n) source index of every LUT input slot (bit k of the address = slot k)."""
-        idx = self.wiring_weights.argmax(dim=1) if self.wiring == "learnable" else self.fixed_wiring
-        return idx.view(self.out_features, self.n)
+        return self._flat_indices().view(self.out_features, self.n)
+
+    def forward_fm(self, x: torch.Tensor) -> torch.Tensor:
+        """Feature-major forward: bits (in_features, batch) -> bits (out_features, batch)."""
+        if self.wiring == "learnable":
+            top_vals, top_ids = self._top()
+            sel = _LearnableWiring.apply(x, self.wiring_weights, top_vals, top_ids, self.tau)
+        else:
+            sel = x.index_select(0, self.fixed_wiring)
+        return _LutLookup.apply(sel, self.tables, self.efd.to(x.dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.wiring == "learnable":
-            sel = _LearnableWiring.apply(x, self.wiring_weights, self.tau, self.softmax_topk)
-        else:
-            sel = x.index_select(1, self.fixed_wiring)
-        return _LutLookup.apply(sel, self.tables, self.pow2.to(x.dtype), self.efd.to(x.dtype))
+        """Bits (batch, in_features) -> bits (batch, out_features)."""
+        return self.forward_fm(x.t().contiguous()).t()
 
     @torch.no_grad()
     def constrain_(self) -> None:

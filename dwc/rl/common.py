@@ -89,3 +89,20 @@ class EpisodeTracker:
 
     def postfix(self, sps: float) -> dict:
         return {"sps": f"{sps:.0f}", "ret": f"{np.mean(self.recent):.1f}" if self.recent else "-"}
+
+
+class RateMeter:
+    """Env-steps per second over the window since the previous ``rate()`` call."""
+
+    def __init__(self, step: int):
+        import time
+        self._clock = time.perf_counter
+        self.step, self.t = step, self._clock()
+        self.last = 0.0
+
+    def rate(self, step: int) -> float:
+        now = self._clock()
+        if now > self.t and step > self.step:
+            self.last = (step - self.step) / (now - self.t)
+        self.step, self.t = step, now
+        return self.last

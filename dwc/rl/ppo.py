@@ -7,15 +7,13 @@ Checkpoints are written between iterations, so a resumed run repeats no partial 
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
 from torch import nn
 
 from ..config import TrainConfig
 from ..models import build_actor
-from .common import EpisodeTracker, sample_action, squashed_log_prob
+from .common import EpisodeTracker, RateMeter, sample_action, squashed_log_prob
 from .envs import make_vector_env
 from .run import RunDir, set_rng_state
 
@@ -33,7 +31,7 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
     actor = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
     critic = value_net(obs_dim, pc.v_hidden).to(device)
     params = list(actor.parameters()) + list(critic.parameters())
-    opt = torch.optim.Adam(params, lr=pc.lr, eps=1e-5)
+    opt = torch.optim.Adam(params, lr=pc.lr, eps=1e-5, fused=True)
     counters = {"iterations": 0}
     step = run.start_step
     if run.resume_state:
@@ -66,7 +64,7 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
     actor.normalizer.update(as_t(obs))
     episodes = EpisodeTracker(N)
     bar = run.start_progress(cfg.steps)
-    t0, s0, last_ckpt = time.perf_counter(), step, step
+    last_ckpt, meter = step, RateMeter(step)
     try:
         while step < cfg.steps:
             if pc.anneal_lr:
@@ -125,7 +123,7 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
                     opt.step()
                     actor.constrain_()
             counters["iterations"] += 1
-            sps = (step - s0) / max(time.perf_counter() - t0, 1e-9)
+            sps = meter.rate(step)  # over the last iteration
             run.log(step, **{"losses/policy": pg_loss.item(), "losses/value": v_loss.item(),
                              "losses/entropy": entropy.item(), "charts/SPS": sps,
                              "charts/approx_kl": (ratio.log().neg().mean()).item()})

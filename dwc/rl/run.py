@@ -141,8 +141,12 @@ class RunDir:
         atomic_write_bytes(self.ckpt_path, lambda f: torch.save(state, f))
 
     def start_progress(self, total: int):
+        import sys
+
         from tqdm import tqdm
+        # In a log file (CI, nohup) print a line every 30 s instead of redrawing.
         self.bar = tqdm(total=total, initial=self.start_step, unit="step", dynamic_ncols=True,
+                        mininterval=0.2 if sys.stderr.isatty() else 30.0,
                         disable=not self.progress, desc=f"{self.cfg.algo} {self.cfg.actor.policy} {self.cfg.env}")
         return self.bar
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 
 import numpy as np
 import torch
@@ -17,7 +16,7 @@ from torch import nn
 
 from ..config import TrainConfig
 from ..models import build_actor
-from .common import EpisodeTracker, sample_action
+from .common import EpisodeTracker, RateMeter, sample_action
 from .envs import make_vector_env, real_next_obs
 from .replay import ReplayBuffer
 from .run import RunDir, set_rng_state
@@ -59,11 +58,11 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
     actor = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
     qf = TwinQ(obs_dim + act_dim, sc.q_hidden).to(device)
     qf_target = copy.deepcopy(qf)
-    actor_opt = torch.optim.Adam(actor.parameters(), lr=sc.actor_lr, eps=sc.adam_eps)
-    q_opt = torch.optim.Adam(qf.parameters(), lr=sc.q_lr)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=sc.actor_lr, eps=sc.adam_eps, fused=True)
+    q_opt = torch.optim.Adam(qf.parameters(), lr=sc.q_lr, fused=True)
     target_entropy = -float(act_dim)
     log_alpha = torch.tensor(math.log(sc.alpha), device=device, requires_grad=True)
-    alpha_opt = torch.optim.Adam([log_alpha], lr=sc.alpha_lr)
+    alpha_opt = torch.optim.Adam([log_alpha], lr=sc.alpha_lr, fused=True)
     rb = ReplayBuffer(min(sc.buffer_size, cfg.steps), obs_dim, act_dim, seed=cfg.seed)
     counters = {"updates": 0}
 
@@ -138,7 +137,7 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
     episodes = EpisodeTracker(cfg.num_envs)
     bar = run.start_progress(cfg.steps)
     updates_per_iter = max(1, round(cfg.num_envs * sc.utd))
-    last_ckpt, t0, s0 = step, time.perf_counter(), step
+    last_ckpt, meter = step, RateMeter(step)
     try:
         while step < cfg.steps:
             if step < sc.learning_starts:
@@ -159,11 +158,11 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
                 for k in range(updates_per_iter):
                     stats = update(log=(step % 1000 < cfg.num_envs and k == 0))
                     if stats:
-                        sps = (step - s0) / (time.perf_counter() - t0)
-                        run.log(step, **stats, **{"charts/SPS": sps})
+                        run.log(step, **stats)
             bar.update(cfg.num_envs)
-            if step % 200 < cfg.num_envs:
-                sps = (step - s0) / max(time.perf_counter() - t0, 1e-9)
+            if step % 1000 < cfg.num_envs:  # SPS over the last 1000 steps
+                sps = meter.rate(step)
+                run.log(step, **{"charts/SPS": sps})
                 bar.set_postfix(**episodes.postfix(sps))
             if step - last_ckpt >= cfg.checkpoint_every:
                 checkpoint()
