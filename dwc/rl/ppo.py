@@ -44,7 +44,6 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
 
     T, N = pc.rollout_steps, cfg.num_envs
     batch = T * N
-    minibatch = max(1, batch // pc.minibatches)
     total_iters = max(1, -(-cfg.steps // batch))
     buf_obs = torch.zeros(T, N, obs_dim, device=device)
     buf_u = torch.zeros(T, N, act_dim, device=device)
@@ -105,13 +104,11 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
             b_obs, b_u, b_logp = buf_obs.reshape(batch, -1), buf_u.reshape(batch, -1), buf_logp.reshape(-1)
             b_adv, b_ret = adv.reshape(-1), returns.reshape(-1)
             for _ in range(pc.epochs):
-                perm = torch.randperm(batch, device=device)
-                for start in range(0, batch, minibatch):
-                    mb = perm[start:start + minibatch]
+                for mb in torch.randperm(batch, device=device).tensor_split(min(pc.minibatches, batch)):
                     mean, log_std = actor.dist_params(b_obs[mb])
                     ratio = (squashed_log_prob(actor, mean, log_std, b_u[mb]) - b_logp[mb]).exp()
                     a_mb = b_adv[mb]
-                    a_mb = (a_mb - a_mb.mean()) / (a_mb.std() + 1e-8)
+                    a_mb = (a_mb - a_mb.mean()) / (a_mb.std(correction=0) + 1e-8)
                     pg_loss = torch.max(-a_mb * ratio, -a_mb * ratio.clamp(1 - pc.clip, 1 + pc.clip)).mean()
                     v_loss = 0.5 * (critic(actor.normalizer(b_obs[mb])).squeeze(-1) - b_ret[mb]).square().mean()
                     # Entropy of the pre-tanh Gaussian (the squashed one has no closed form).

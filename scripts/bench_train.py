@@ -1,0 +1,169 @@
+"""Benchmark SAC training speed: Stable-Baselines3 vs our SAC (MLP actor, DWC actor).
+
+What is measured: env-steps per second in the *update phase* only, i.e. after learning has
+started, where every env step does one gradient update (batch 256, [256, 256] critics). The first
+1000 steps after --learning-starts are treated as warm-up and excluded; the remaining
+--measure-steps - 1000 steps are timed. All runs use the same env, seed and thread count, in one
+process, one after another.
+
+  sb3            stable_baselines3.SAC("MlpPolicy"), net_arch [256, 256] for actor and critics,
+                 batch 256, train_freq=1, gradient_steps=1; timed with a callback.
+  mlp            our SAC (dwc.rl.train) with the float MLP actor; timed from metrics.jsonl
+                 "charts/SPS" (one entry per 1000 steps).
+  dwc-random     our SAC with the DWC actor, random wiring.
+  dwc-learnable  our SAC with the DWC actor, learnable wiring (the published default).
+
+Example (small and quick; the published DWC width is 1024, the default):
+  .venv/bin/python scripts/bench_train.py --env Hopper-v5 --threads 1 \\
+      --learning-starts 1000 --measure-steps 2000 --dwc-width 256 --json /tmp/bench.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable")
+WARMUP = 1000  # steps after learning starts that are not timed (one SPS window)
+TARGET = 1.5
+
+
+def bench_sb3(args) -> float:
+    import gymnasium as gym
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    start = args.learning_starts + WARMUP
+    total = args.learning_starts + args.measure_steps
+
+    class Timer(BaseCallback):
+        t0 = t1 = None
+
+        def _on_step(self) -> bool:  # runs after the env step, before that step's update
+            if self.num_timesteps == start:
+                self.t0 = time.perf_counter()
+            return True
+
+        def _on_training_end(self) -> None:
+            self.t1 = time.perf_counter()
+
+    torch.set_num_threads(args.threads)
+    env = gym.make(args.env)
+    model = SAC("MlpPolicy", env, batch_size=256, buffer_size=max(total, 1), train_freq=1,
+                gradient_steps=1, learning_starts=args.learning_starts, seed=1, device="cpu",
+                policy_kwargs=dict(net_arch=dict(pi=[256, 256], qf=[256, 256])), verbose=0)
+    timer = Timer()
+    model.learn(total_timesteps=total, callback=timer)
+    env.close()
+    return (total - start) / (timer.t1 - timer.t0)
+
+
+def bench_ours(args, policy: str, wiring: str | None = None) -> float:
+    from dwc.config import TrainConfig
+    from dwc.rl.train import train
+
+    cfg = TrainConfig(env=args.env, algo="sac", steps=args.learning_starts + args.measure_steps,
+                      seed=1, threads=args.threads, checkpoint_every=10**9, eval_episodes=1)
+    cfg.actor.policy = policy
+    if wiring:
+        cfg.actor.wiring = wiring
+        cfg.actor.width = args.dwc_width
+    cfg.sac.learning_starts = args.learning_starts
+    with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
+        run = Path(tmp) / "run"
+        train(cfg, run, progress=False)
+        recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rates = [r["charts/SPS"] for r in recs
+             if "charts/SPS" in r and r["step"] > args.learning_starts + WARMUP]
+    if not rates:
+        raise SystemExit(f"{policy}/{wiring}: no SPS entries after step {args.learning_starts + WARMUP}")
+    # equal 1000-step windows: total steps / total time = harmonic mean of the window rates
+    return len(rates) / sum(1.0 / r for r in rates)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", default="Hopper-v5")
+    p.add_argument("--threads", type=int, default=1, help="torch threads for every run (default 1)")
+    p.add_argument("--learning-starts", type=int, default=1000,
+                   help="random-action steps before updates begin; a multiple of 1000 (default 1000)")
+    p.add_argument("--measure-steps", type=int, default=2000,
+                   help="steps after learning starts; the first 1000 are warm-up, the rest timed; "
+                        "a multiple of 1000, >= 2000 (default 2000)")
+    p.add_argument("--which", default=",".join(ALL), help=f"comma list among {','.join(ALL)} (default all)")
+    p.add_argument("--dwc-width", type=int, default=1024, help="DWC layer width (default 1024 = published)")
+    p.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    args = p.parse_args()
+    which = [w.strip() for w in args.which.split(",") if w.strip()]
+    if bad := [w for w in which if w not in ALL]:
+        p.error(f"unknown --which entries {bad}; choose among {','.join(ALL)}")
+    if args.learning_starts % 1000 or args.measure_steps % 1000 or args.measure_steps < 2000:
+        p.error("--learning-starts must be a multiple of 1000, --measure-steps a multiple of 1000 and >= 2000")
+
+    context = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(), "env": args.env,
+               "learning_starts": args.learning_starts, "measure_steps": args.measure_steps,
+               "timed_steps": args.measure_steps - WARMUP, "dwc_width": args.dwc_width}
+    print("machine: " + ", ".join(f"{k}={context[k]}" for k in ("cpu", "torch", "threads")))
+    print(f"env={args.env}  learning_starts={args.learning_starts}  timed steps={context['timed_steps']} "
+          f"(after {WARMUP} warm-up update steps)  dwc_width={args.dwc_width}", flush=True)
+
+    runners = {"sb3": lambda: bench_sb3(args), "mlp": lambda: bench_ours(args, "mlp"),
+               "dwc-random": lambda: bench_ours(args, "dwc", "random"),
+               "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable")}
+    sps = {}
+    for name in ALL:
+        if name in which:
+            print(f"running {name} ...", flush=True)
+            sps[name] = runners[name]()
+            print(f"  {name}: {sps[name]:.1f} env-steps/s", flush=True)
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    def fmt(x, suffix="x"):
+        return "-" if x is None else f"{x:.2f}{suffix}"
+
+    print(f"\n{'run':<15}{'env-steps/s':>12}{'vs SB3':>9}{'time/step vs MLP':>18}")
+    rows = {}
+    for name, v in sps.items():
+        vs_sb3 = ratio(v, sps.get("sb3"))
+        vs_mlp = ratio(sps.get("mlp"), v) if name.startswith("dwc") else None
+        rows[name] = {"sps": v, "ratio_vs_sb3": vs_sb3, "time_per_step_vs_mlp": vs_mlp}
+        print(f"{name:<15}{v:>12.1f}{fmt(vs_sb3):>9}{fmt(vs_mlp):>18}")
+
+    print("\ntarget checks:")
+    checks = {}
+    r = ratio(sps.get("mlp"), sps.get("sb3"))
+    checks["mlp_vs_sb3"] = {"target": f">= {TARGET}x", "measured": r, "pass": None if r is None else r >= TARGET}
+    print(f"  our MLP SAC >= {TARGET}x SB3's steps/s: "
+          + ("not measured (needs sb3 and mlp)" if r is None else f"{r:.2f}x -> {'PASS' if r >= TARGET else 'MISS'}"))
+    for name in ("dwc-random", "dwc-learnable"):
+        r = rows.get(name, {}).get("time_per_step_vs_mlp")
+        checks[f"{name}_vs_mlp"] = {"target": f"<= {TARGET}x", "measured": r,
+                                    "pass": None if r is None else r <= TARGET}
+        print(f"  DWC actor ({name}) time per step <= {TARGET}x the MLP actor's: "
+              + ("not measured (needs mlp and " + name + ")" if r is None
+                 else f"{r:.2f}x -> {'PASS' if r <= TARGET else 'MISS'}"))
+
+    if args.json:
+        args.json.write_text(json.dumps({"context": context, "results": rows, "checks": checks}, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

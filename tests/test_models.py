@@ -1,0 +1,228 @@
+"""Models: thermometer code, LUT layer forward/EFD/wiring gradients, heads, normaliser."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from dwc.models import ActorConfig, LUTLayer, ObsNormalizer, Thermometer, build_actor, efd_matrix, thermometer_thresholds
+
+
+@pytest.mark.parametrize("bits", [5, 15, 63, 255])
+def test_thermometer_thresholds(bits):
+    t = thermometer_thresholds(bits)
+    assert t.numel() == bits
+    assert torch.all(t[1:] > t[:-1])  # strictly increasing
+    assert torch.allclose(t, -t.flip(0), atol=1e-12)  # symmetric
+    assert t[0].item() == pytest.approx(-10.0) and t[-1].item() == pytest.approx(10.0)
+    assert t[bits // 2].item() == 0.0  # the extra 0 in the middle
+    # Gaussian quantiles: the inner thresholds are denser than the outer ones.
+    gaps = (t[1:] - t[:-1]).numpy()
+    assert gaps[bits // 2] < gaps[0]
+
+
+def test_thermometer_rejects_even_bits():
+    with pytest.raises(ValueError):
+        thermometer_thresholds(64)
+
+
+def test_thermometer_encoding_is_monotone_bits():
+    enc = Thermometer(dim=3, bits=7)
+    x = torch.tensor([[-11.0, 0.0, 10.0], [0.1, -0.1, 3.0]])
+    bits = enc(x).view(2, 3, 7)
+    thr = enc.thresholds
+    for b in range(2):
+        for d in range(3):
+            expect = (x[b, d] >= thr).float()
+            assert torch.equal(bits[b, d], expect)
+    assert bits[0, 0].sum() == 0 and bits[0, 2].sum() == 7
+
+
+def test_normalizer_matches_batch_statistics_and_freezes():
+    torch.manual_seed(0)
+    data = torch.randn(1000, 4, dtype=torch.float64) * torch.tensor([1.0, 5.0, 0.1, 30.0]) + 3.0
+    norm = ObsNormalizer(4)
+    for chunk in data.split(37):
+        norm.update(chunk)
+    assert torch.allclose(norm.mean, data.mean(0), atol=1e-6)
+    assert torch.allclose(norm.var, data.var(0, unbiased=False), rtol=1e-6)
+    norm.freeze()
+    before = norm.mean.clone()
+    norm.update(torch.full((10, 4), 1e6, dtype=torch.float64))
+    assert torch.equal(norm.mean, before)
+    out = norm(torch.full((1, 4), 1e9))
+    assert torch.all(out == 10.0)  # clipped
+
+
+def _truth_table_forward(layer: LUTLayer, x: torch.Tensor) -> torch.Tensor:
+    """Explicit per-sample, per-LUT lookup: the definition the vectorised layer must match."""
+    idx = layer.wiring_indices()
+    out = torch.zeros(x.shape[0], layer.out_features)
+    for b in range(x.shape[0]):
+        for j in range(layer.out_features):
+            addr = sum(int(x[b, idx[j, k]].item()) << k for k in range(layer.n))
+            out[b, j] = float(layer.tables[j, addr].item() > 0)
+    return out
+
+
+@pytest.mark.parametrize("n,wiring", [(2, "random"), (4, "learnable"), (6, "learnable"), (6, "random")])
+def test_lut_forward_equals_truth_table(n, wiring):
+    torch.manual_seed(n)
+    layer = LUTLayer(20, 12, n=n, wiring=wiring)
+    x = (torch.rand(16, 20) > 0.5).float()
+    assert torch.equal(layer(x), _truth_table_forward(layer, x))
+
+
+def test_random_wiring_is_balanced():
+    layer = LUTLayer(10, 20, n=5, wiring="random")
+    counts = torch.bincount(layer.wiring_indices().flatten(), minlength=10)
+    assert counts.min() == counts.max() == 10
+
+
+def _brute_force_efd(tables: torch.Tensor, addr: int, k: int, n: int, alpha: float, beta: float) -> float:
+    """Sum over every address pair differing only in bit k of (T[..1..] - T[..0..]),
+    weighted by alpha * beta ** (Hamming distance to the current address, bit k ignored)."""
+    total = 0.0
+    others = [b for b in range(n) if b != k]
+    for values in itertools.product([0, 1], repeat=n - 1):
+        base = sum(v << b for v, b in zip(values, others))
+        h = sum(((base >> b) & 1) != ((addr >> b) & 1) for b in others)
+        diff = tables[base | (1 << k)].item() - tables[base].item()
+        total += alpha * beta ** h * diff
+    return total
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_efd_gradient_matches_brute_force(n):
+    torch.manual_seed(0)
+    layer = LUTLayer(8, 5, n=n, wiring="random")
+    x = (torch.rand(6, 8) > 0.5).float().requires_grad_(True)
+    g_out = torch.randn(6, 5)
+    layer(x).backward(g_out)
+    alpha, beta = 0.5 * 0.75 ** (n - 1), 1.0 / 3.0
+    idx = layer.wiring_indices()
+    expect = torch.zeros(6, 8)
+    expect_tables = torch.zeros_like(layer.tables)
+    for b in range(6):
+        for j in range(5):
+            addr = sum(int(x[b, idx[j, k]].item()) << k for k in range(n))
+            expect_tables[j, addr] += g_out[b, j]  # straight-through at the looked-up entry
+            for k in range(n):
+                expect[b, idx[j, k]] += g_out[b, j] * _brute_force_efd(layer.tables[j], addr, k, n, alpha, beta)
+    assert torch.allclose(x.grad, expect, atol=1e-5)
+    assert torch.allclose(layer.tables.grad, expect_tables, atol=1e-6)
+
+
+def test_efd_with_beta_zero_is_plain_finite_difference():
+    m = efd_matrix(3, alpha=1.0, beta=0.0).view(8, 8, 3)  # [k_addr, a, bit]
+    table = torch.randn(8)
+    surface = torch.einsum("k,kab->ab", table, m)
+    for a in range(8):
+        for k in range(3):
+            fd = table[a | (1 << k)] - table[a & ~(1 << k)]
+            assert surface[a, k].item() == pytest.approx(fd.item(), abs=1e-6)
+
+
+def test_learnable_wiring_gradients():
+    torch.manual_seed(1)
+    layer = LUTLayer(30, 8, n=3, wiring="learnable", softmax_topk=8)
+    dense = LUTLayer(30, 8, n=3, wiring="learnable", softmax_topk=0)
+    dense.load_state_dict(layer.state_dict())
+    x = (torch.rand(10, 30) > 0.5).float()
+    g_out = torch.randn(10, 8)
+    xs = [x.clone().requires_grad_(True) for _ in range(2)]
+    layer(xs[0]).backward(g_out)
+    dense(xs[1]).backward(g_out)
+    # The wiring weight gradient: every candidate source gets g * (2x - 1) of its slot.
+    assert layer.wiring_weights.grad is not None and layer.wiring_weights.grad.abs().sum() > 0
+    assert torch.allclose(layer.wiring_weights.grad, dense.wiring_weights.grad, atol=1e-5)
+    # Top-k softmax scatter equals the dense softmax product to float precision at tau = 1e-3.
+    assert xs[0].grad.abs().sum() > 0
+    assert torch.allclose(xs[0].grad, xs[1].grad, atol=1e-4, rtol=1e-3)
+
+
+def test_learnable_wiring_weight_gradient_formula():
+    torch.manual_seed(2)
+    layer = LUTLayer(12, 4, n=2, wiring="learnable")
+    x = (torch.rand(5, 12) > 0.5).float()
+    # Capture the gradient arriving at the selected bits by hooking a leaf copy of them.
+    idx = layer.wiring_indices().flatten()
+    sel = x[:, idx].clone().requires_grad_(True)
+    from dwc.models.lut import _LutLookup
+    out = _LutLookup.apply(sel.t().contiguous(), layer.tables, layer.efd).t()
+    g_out = torch.randn_like(out)
+    (g_sel,) = torch.autograd.grad(out, sel, g_out)
+    layer(x).backward(g_out)
+    expect = g_sel.t() @ (2 * x - 1)  # (slots, sources)
+    assert torch.allclose(layer.wiring_weights.grad, expect, atol=1e-5)
+
+
+def test_argmax_cache_follows_weight_updates():
+    layer = LUTLayer(16, 4, n=2)
+    with torch.no_grad():
+        layer.wiring_weights[0].zero_()
+        layer.wiring_weights[0, 5] = 10.0
+    assert layer.wiring_indices()[0, 0] == 5  # populates the cache
+    with torch.no_grad():
+        layer.wiring_weights[0, 9] = 20.0  # in-place, as an optimiser step does
+    assert layer.wiring_indices()[0, 0] == 9
+
+
+@pytest.mark.parametrize("policy", ["dwc", "mlp"])
+def test_actor_interface(policy):
+    cfg = ActorConfig(policy=policy, width=64, lut_inputs=4, thermo_bits=7, hidden=32)
+    actor = build_actor(cfg, obs_dim=5, action_dim=3, action_low=[-2, -1, 0], action_high=[2, 1, 1])
+    obs = torch.randn(9, 5) * 3
+    mean, log_std = actor.dist_params(obs)
+    assert mean.shape == log_std.shape == (9, 3)
+    a = actor.act(obs)
+    low, high = torch.tensor([-2.0, -1, 0]), torch.tensor([2.0, 1, 1])
+    assert torch.all(a >= low) and torch.all(a <= high)
+    if policy == "dwc":
+        # width 64 is rounded down to 63 = 3 groups of 21; popcounts are integers in range
+        assert actor.luts[-1].out_features == 63
+        pc = actor.popcounts(obs)
+        assert pc.shape == (9, 3) and torch.all((pc >= 0) & (pc <= 21)) and torch.equal(pc, pc.round())
+        # the deterministic action is a function of the popcounts alone
+        x = 1e-3 + (1 - 2e-3) * pc / 21
+        u = torch.exp(actor.head.log_alpha) * (x - 0.5) + actor.head.beta
+        assert torch.allclose(a, torch.tanh(u) * actor.action_scale + actor.action_bias, atol=1e-6)
+
+
+def test_dwc_tables_stay_clamped_and_all_parts_learn():
+    torch.manual_seed(0)
+    cfg = ActorConfig(width=32, lut_inputs=3, thermo_bits=5)
+    actor = build_actor(cfg, 4, 2, [-1, -1], [1, 1])
+    opt = torch.optim.Adam(actor.parameters(), lr=0.5)
+    before = {k: v.clone() for k, v in actor.state_dict().items()}
+    for _ in range(3):
+        mean, log_std = actor.dist_params(torch.randn(64, 4))
+        (mean.square().sum() + log_std.sum()).backward()
+        opt.step()
+        opt.zero_grad()
+        actor.constrain_()
+    for layer in actor.luts:
+        assert layer.tables.abs().max() <= 1.0
+    changed = [k for k, v in actor.state_dict().items() if not torch.equal(v, before[k])]
+    for part in ("luts.0.tables", "luts.0.wiring_weights", "luts.1.wiring_weights", "head.log_alpha", "head.beta"):
+        assert part in changed, part
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cpu_and_cuda_agree():
+    torch.manual_seed(0)
+    cfg = ActorConfig(width=256, thermo_bits=15)
+    cpu = build_actor(cfg, 11, 4, [-1] * 4, [1] * 4)
+    gpu = build_actor(cfg, 11, 4, [-1] * 4, [1] * 4)
+    gpu.load_state_dict(cpu.state_dict())
+    gpu = gpu.cuda()
+    obs = torch.randn(512, 11) * 2
+    cpu.normalizer.update(obs)
+    gpu.normalizer.update(obs.cuda())
+    assert torch.equal(cpu.popcounts(obs), gpu.popcounts(obs.cuda()).cpu())
+    m_c, _ = cpu.dist_params(obs)
+    m_g, _ = gpu.dist_params(obs.cuda())
+    m_c.sum().backward()
+    m_g.sum().backward()
+    for (name, p_c), p_g in zip(cpu.named_parameters(), gpu.parameters()):
+        assert torch.allclose(p_c.grad, p_g.grad.cpu(), atol=1e-4, rtol=1e-4), name

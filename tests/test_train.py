@@ -1,0 +1,157 @@
+"""Training on real MuJoCo envs: short SAC/PPO runs, checkpoint/resume (also after SIGKILL), eval,
+reproducibility and the CLI's one-line errors."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dwc.cli import main
+
+SMALL_DWC = ["--width", "32", "--lut-inputs", "4", "--thermo-bits", "7"]
+ENV = "InvertedPendulum-v5"
+
+
+def small_args(out, algo="sac", policy="dwc", steps=400, extra=()):
+    args = ["train", "--env", ENV, "--algo", algo, "--policy", policy, "--steps", str(steps), "--out", str(out),
+            "--checkpoint-every", "200", "--eval-episodes", "2", "--no-progress", "--hidden", "32"]
+    args += SMALL_DWC
+    if algo == "sac":
+        args += ["--learning-starts", "150", "--batch-size", "32"]
+    else:
+        args += ["--num-envs", "2", "--rollout-steps", "50"]
+    return args + list(extra)
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("algo", ["sac", "ppo"])
+@pytest.mark.parametrize("policy", ["dwc", "mlp"])
+def test_train_resume_eval(tmp_path, algo, policy, capsys):
+    run = tmp_path / "run"
+    assert main(small_args(run, algo, policy, steps=400)) == 0
+    for f in ("config.json", "checkpoint.pt", "metrics.jsonl", "eval.json"):
+        assert (run / f).is_file(), f
+    assert any((run / "tb").iterdir())
+    ev = json.loads((run / "eval.json").read_text())
+    for k in ("env", "episodes", "mean_return", "median_return", "std_return"):
+        assert k in ev
+    assert ev["env"] == ENV and ev["episodes"] == 2 and ev["mean_return"] > 0
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert ckpt["step"] == 400
+    assert any("charts/episodic_return" in m for m in metrics(run))
+
+    # resume to a longer budget: continues from 400, does not restart
+    assert main(["train", "--out", str(run), "--resume", "--steps", "600", "--no-progress"]) == 0
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert ckpt["step"] == 600
+    if algo == "sac":
+        assert ckpt["replay"]["size"] == 600  # every transition of both legs kept
+    capsys.readouterr()
+    assert main(["eval", str(run), "--episodes", "3", "--json", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["episodes"] == 3 and out["train_steps"] == 600 and len(out["returns"]) == 3
+
+
+def test_sac_is_reproducible_on_cpu(tmp_path):
+    for name in ("a", "b"):
+        assert main(small_args(tmp_path / name, steps=300)) == 0
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    for k, v in a["actor"].items():
+        assert torch.equal(v, b["actor"][k]), k
+    assert json.loads((tmp_path / "a" / "eval.json").read_text())["returns"] == \
+        json.loads((tmp_path / "b" / "eval.json").read_text())["returns"]
+
+
+def test_killed_run_resumes_with_nothing_lost(tmp_path):
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "dwc"] + small_args(run, steps=1200)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ckpt_path = run / "checkpoint.pt"
+    deadline = time.time() + 240
+    step = 0
+    while time.time() < deadline and proc.poll() is None:
+        if ckpt_path.exists():
+            step = torch.load(ckpt_path, weights_only=False)["step"]
+            if step >= 400:
+                break
+        time.sleep(0.2)
+    assert proc.poll() is None, "run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = torch.load(ckpt_path, weights_only=False)["step"]
+    assert 400 <= killed_at < 1200
+    assert not (run / "eval.json").exists()
+
+    done = subprocess.run([sys.executable, "-m", "dwc", "train", "--out", str(run), "--resume", "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    ckpt = torch.load(ckpt_path, weights_only=False)
+    assert ckpt["step"] == 1200
+    assert ckpt["replay"]["size"] == 1200  # checkpointed transitions + the resumed leg, none lost or doubled
+    steps = [m["step"] for m in metrics(run)]
+    assert steps == sorted(steps)  # metrics logged after the last checkpoint were dropped, not duplicated
+    assert (run / "eval.json").exists()
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "dwc", *args], capture_output=True, text=True, timeout=120)
+
+
+def assert_one_line_error(res, *needles):
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    lines = [l for l in res.stderr.strip().splitlines() if l]
+    assert len(lines) == 1, res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_cli_errors(tmp_path):
+    assert_one_line_error(run_cli("train", "--env", "NoSuchEnv-v0", "--out", str(tmp_path / "x")), "unknown environment")
+    assert_one_line_error(run_cli("train", "--env", "CartPole-v1", "--out", str(tmp_path / "x")), "Box")
+    (tmp_path / "exists").mkdir()
+    (tmp_path / "exists" / "f").write_text("x")
+    assert_one_line_error(run_cli("train", "--env", ENV, "--out", str(tmp_path / "exists")), "--resume")
+    assert_one_line_error(run_cli("train", "--out", str(tmp_path / "nothing"), "--resume"), "not a dwc run")
+    assert_one_line_error(run_cli("train", "--env", ENV, "--lut-inputs", "9", "--out", str(tmp_path / "y")), "lut-inputs")
+    assert_one_line_error(run_cli("eval", str(tmp_path / "missing")), "not a dwc run")
+    if not torch.cuda.is_available():
+        assert_one_line_error(run_cli("train", "--env", ENV, "--device", "cuda", "--out", str(tmp_path / "z")), "CUDA")
+
+
+def test_cli_errors_on_damaged_runs(tmp_path):
+    run = tmp_path / "run"
+    assert main(small_args(run, steps=200)) == 0
+    assert_one_line_error(run_cli("train", "--out", str(run), "--resume", "--policy", "mlp"), "differs")
+    data = (run / "checkpoint.pt").read_bytes()
+    (run / "checkpoint.pt").write_bytes(data[: len(data) // 2])  # truncated, as by a full disk
+    assert_one_line_error(run_cli("train", "--out", str(run), "--resume", "--steps", "400"), "corrupt or truncated")
+    assert_one_line_error(run_cli("eval", str(run)), "corrupt or truncated")
+    (run / "checkpoint.pt").write_bytes(b"garbage")
+    assert_one_line_error(run_cli("eval", str(run)), "corrupt")
+
+
+def test_help_teaches():
+    res = run_cli("train", "--help")
+    assert res.returncode == 0
+    for s in ("--resume", "examples:", "--lut-inputs", "--device", "tensorboard"):
+        assert s in res.stdout
+
+
+@pytest.mark.slow
+def test_dwc_sac_learns_inverted_pendulum(tmp_path):
+    """The learning check: a DWC actor trained with SAC balances the pendulum (return >= 900)."""
+    run = tmp_path / "ip"
+    assert main(["train", "--env", ENV, "--steps", "15000", "--out", str(run), "--width", "256",
+                 "--thermo-bits", "31", "--learning-starts", "2000", "--eval-episodes", "10", "--no-progress"]) == 0
+    ev = json.loads((run / "eval.json").read_text())
+    assert ev["mean_return"] >= 900, ev
