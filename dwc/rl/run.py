@@ -111,7 +111,7 @@ class RunDir:
         write_json(self.path / CONFIG, cfg.to_dict())
         self.start_step = int(self.resume_state["step"]) if self.resume_state else 0
         self._truncate_metrics(self.start_step)
-        self._metrics = open(self.path / METRICS, "a")
+        self._metrics = open(self.path / METRICS, "a", buffering=1)  # line-buffered: tail -f works
         from torch.utils.tensorboard import SummaryWriter  # slow import, only when training
         # purge_step drops events a crashed run logged after its last checkpoint.
         self.tb = SummaryWriter(str(self.path / "tb"), purge_step=self.start_step or None)
