@@ -15,6 +15,7 @@ compile them to circuits.
 stages:
   train   train a policy (DWC or float MLP) with SAC or PPO; resumable
   eval    deterministic evaluation of a trained run, writes RUN/eval.json
+  export  copy a trained policy's essentials (a few MB) into a folder, e.g. policies/
 
 quick start:
   dwc train --env InvertedPendulum-v5 --steps 20000 --out runs/ip
@@ -156,7 +157,7 @@ def _print_eval(result: dict, as_json: bool) -> None:
 def cmd_train(args) -> int:
     from .rl.train import train
     cfg = _train_config(args)
-    result = train(cfg, args.out, resume=args.resume, progress=not args.no_progress)
+    result = train(cfg, args.out, resume=args.resume, progress=not args.no_progress, command=["dwc"] + args.argv)
     _print_eval(result, args.json)
     return 0
 
@@ -168,6 +169,24 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _add_export(sub):
+    p = sub.add_parser("export", help="copy a trained policy's essentials (a few MB) into a new folder",
+                       description="Write OUT/config.json, a slim OUT/checkpoint.pt (actor only; learnable "
+                                   "wirings as indices), eval.json, metrics.jsonl and commands.txt. "
+                                   "OUT is a run directory: dwc eval OUT works on it.",
+                       epilog="example:\n  dwc export runs/hopper-dwc --out policies/hopper-v5-dwc",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", type=Path, help="run directory written by dwc train")
+    p.add_argument("--out", type=Path, required=True, help="new folder for the policy")
+
+
+def cmd_export(args) -> int:
+    from .rl.train import export_policy
+    r = export_policy(args.run, args.out)
+    print(f"exported step-{r['step']} policy to {r['out']} ({r['bytes'] / 1e6:.2f} MB)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     parser = argparse.ArgumentParser(prog="dwc", description=MAIN_HELP,
@@ -176,17 +195,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_train(sub)
     _add_eval(sub)
+    _add_export(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.argv = argv
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        return {"train": cmd_train, "eval": cmd_eval}[args.command](args)
+        return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export}[args.command](args)
     except UserError as e:
         print(f"dwc {args.command}: error: {e}", file=sys.stderr)
         return 2

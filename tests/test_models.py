@@ -153,18 +153,34 @@ def test_learnable_wiring_weight_gradient_formula():
     g_out = torch.randn_like(out)
     (g_sel,) = torch.autograd.grad(out, sel, g_out)
     layer(x).backward(g_out)
-    expect = g_sel.t() @ (2 * x - 1)  # (slots, sources)
+    expect = (2 * x - 1).t() @ g_sel  # (sources, slots)
     assert torch.allclose(layer.wiring_weights.grad, expect, atol=1e-5)
+
+
+def test_thermometer_wiring_gradient_equals_dense():
+    from dwc.models.lut import thermometer_wiring_grad
+    torch.manual_seed(3)
+    enc = Thermometer(dim=5, bits=9)
+    x = enc(torch.randn(40, 5) * 4).t().contiguous()  # feature-major (45, 40), includes saturation
+    g = torch.randn(24, 40)
+    assert torch.allclose(thermometer_wiring_grad(g, x, 9), (2 * x - 1) @ g.t(), atol=1e-4)
+    # and through the layer: a first layer that knows its input is a thermometer code
+    layer = LUTLayer(45, 8, n=3, thermometer_bits=9)
+    plain = LUTLayer(45, 8, n=3)
+    plain.load_state_dict(layer.state_dict())
+    for l in (layer, plain):
+        l(x.t()).backward(torch.ones(40, 8))
+    assert torch.allclose(layer.wiring_weights.grad, plain.wiring_weights.grad, atol=1e-4)
 
 
 def test_argmax_cache_follows_weight_updates():
     layer = LUTLayer(16, 4, n=2)
     with torch.no_grad():
-        layer.wiring_weights[0].zero_()
-        layer.wiring_weights[0, 5] = 10.0
+        layer.wiring_weights[:, 0].zero_()
+        layer.wiring_weights[5, 0] = 10.0
     assert layer.wiring_indices()[0, 0] == 5  # populates the cache
     with torch.no_grad():
-        layer.wiring_weights[0, 9] = 20.0  # in-place, as an optimiser step does
+        layer.wiring_weights[9, 0] = 20.0  # in-place, as an optimiser step does
     assert layer.wiring_indices()[0, 0] == 9
 
 
@@ -181,7 +197,7 @@ def test_forward_uses_current_wiring_after_optimizer_steps(fused):
         opt.step()
         opt.zero_grad()
     assert not torch.equal(first, layer.wiring_indices())  # the wiring did move
-    assert torch.equal(layer.wiring_indices().flatten(), layer.wiring_weights.argmax(1))
+    assert torch.equal(layer.wiring_indices().flatten(), layer.wiring_weights.argmax(0))
     assert torch.equal(layer(x), _truth_table_forward(layer, x))
 
 
@@ -223,6 +239,23 @@ def test_dwc_tables_stay_clamped_and_all_parts_learn():
     changed = [k for k, v in actor.state_dict().items() if not torch.equal(v, before[k])]
     for part in ("luts.0.tables", "luts.0.wiring_weights", "luts.1.wiring_weights", "head.log_alpha", "head.beta"):
         assert part in changed, part
+
+
+def test_inference_state_dict_round_trip_is_exact_and_small():
+    torch.manual_seed(0)
+    cfg = ActorConfig(width=96, lut_inputs=6, thermo_bits=15)
+    actor = build_actor(cfg, 6, 3, [-1] * 3, [1] * 3)
+    obs = torch.randn(200, 6) * 2
+    actor.normalizer.update(obs)
+    slim = actor.inference_state_dict()
+    assert not any(k.endswith("wiring_weights") for k in slim)
+    copy = build_actor(cfg, 6, 3, [-1] * 3, [1] * 3)
+    copy.load_state_dict(slim)
+    assert torch.equal(actor.popcounts(obs), copy.popcounts(obs))
+    assert torch.equal(actor.act(obs), copy.act(obs))
+    size = sum(v.numel() * v.element_size() for v in slim.values())
+    full = sum(v.numel() * v.element_size() for v in actor.state_dict().values())
+    assert size < full / 5
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

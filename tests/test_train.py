@@ -58,6 +58,16 @@ def test_train_resume_eval(tmp_path, algo, policy, capsys):
     assert main(["eval", str(run), "--episodes", "3", "--json", "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["episodes"] == 3 and out["train_steps"] == 600 and len(out["returns"]) == 3
+    actor = torch.load(run / "checkpoint.pt", weights_only=False)["actor"]
+    assert all(torch.isfinite(v).all() for v in actor.values() if v.is_floating_point())
+    commands = (run / "commands.txt").read_text()
+    assert "# from step 0" in commands and "# from step 400" in commands and "--resume" in commands
+
+    # export: a slim policy folder that evaluates to exactly the same returns
+    assert main(["export", str(run), "--out", str(tmp_path / "policy")]) == 0
+    assert main(["eval", str(tmp_path / "policy"), "--episodes", "3", "--json", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "policy" / "eval.json").read_text())["returns"] == out["returns"]
 
 
 def test_sac_is_reproducible_on_cpu(tmp_path):

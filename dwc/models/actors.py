@@ -60,6 +60,9 @@ class _Actor(nn.Module):
     def constrain_(self) -> None:
         pass
 
+    def inference_state_dict(self) -> dict:
+        return self.state_dict()
+
     @staticmethod
     def _bound_log_std(raw: torch.Tensor) -> torch.Tensor:
         return LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(raw) + 1)
@@ -121,7 +124,8 @@ class DWCActor(_Actor):
         self.encoder = Thermometer(obs_dim, cfg.thermo_bits)
         sizes = [self.encoder.out_features] + [cfg.width] * (cfg.layers - 1) + [last]
         self.luts = nn.ModuleList(
-            LUTLayer(sizes[i], sizes[i + 1], cfg.lut_inputs, cfg.wiring, cfg.tau) for i in range(cfg.layers))
+            LUTLayer(sizes[i], sizes[i + 1], cfg.lut_inputs, cfg.wiring, cfg.tau,
+                     thermometer_bits=cfg.thermo_bits if i == 0 else 0) for i in range(cfg.layers))
         self.head = GroupSum(last, action_dim, cfg.groupsum_eps)
         self.log_std_net = nn.Sequential(nn.Linear(obs_dim, cfg.logstd_hidden), nn.ReLU(),
                                          nn.Linear(cfg.logstd_hidden, cfg.logstd_hidden), nn.ReLU(),
@@ -144,6 +148,27 @@ class DWCActor(_Actor):
     def constrain_(self) -> None:
         for layer in self.luts:
             layer.constrain_()
+
+    def inference_state_dict(self) -> dict:
+        """The state dict with each learnable wiring stored as its argmax indices: what inference
+        needs, ~1000x smaller than the float candidate scores (used for shipped policies)."""
+        state = self.state_dict()
+        for i, layer in enumerate(self.luts):
+            if layer.wiring == "learnable":
+                del state[f"luts.{i}.wiring_weights"]
+                state[f"luts.{i}.wiring_indices"] = layer.wiring_indices().flatten().to(torch.int32)
+        return state
+
+    def load_state_dict(self, state, strict: bool = True, assign: bool = False):
+        """Also accepts :meth:`inference_state_dict` output (wiring as indices -> one-hot scores)."""
+        state = dict(state)
+        for i, layer in enumerate(self.luts):
+            idx = state.pop(f"luts.{i}.wiring_indices", None)
+            if idx is not None and layer.wiring == "learnable":
+                w = torch.zeros_like(layer.wiring_weights)
+                w[idx.long(), torch.arange(w.shape[1])] = 1.0
+                state[f"luts.{i}.wiring_weights"] = w
+        return super().load_state_dict(state, strict=strict, assign=assign)
 
 
 def build_actor(cfg: ActorConfig, obs_dim: int, action_dim: int, action_low, action_high) -> _Actor:

@@ -7,6 +7,7 @@ Layout (a stable interface later stages read)::
     RUN/metrics.jsonl      one JSON object per logged event, each with "step"
     RUN/tb/                TensorBoard event files
     RUN/eval.json          the final deterministic evaluation
+    RUN/commands.txt       every command line that trained this run (one per leg: start, resumes)
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from ..errors import UserError
 CHECKPOINT = "checkpoint.pt"
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
+COMMANDS = "commands.txt"
 
 
 def atomic_write_bytes(path: Path, write) -> None:
@@ -95,7 +97,8 @@ def load_config(run: Path) -> TrainConfig:
 class RunDir:
     """Owns the run directory's files; the training loops only call its methods."""
 
-    def __init__(self, path: Path, cfg: TrainConfig, resume: bool, progress: bool = True):
+    def __init__(self, path: Path, cfg: TrainConfig, resume: bool, progress: bool = True,
+                 command: list[str] | None = None):
         self.path = Path(path)
         self.ckpt_path = self.path / CHECKPOINT
         self.resume_state: dict | None = None
@@ -110,6 +113,10 @@ class RunDir:
         self.cfg = cfg
         write_json(self.path / CONFIG, cfg.to_dict())
         self.start_step = int(self.resume_state["step"]) if self.resume_state else 0
+        if command:
+            import shlex
+            with open(self.path / COMMANDS, "a") as f:
+                f.write(f"# from step {self.start_step}\n{shlex.join(command)}\n")
         self._truncate_metrics(self.start_step)
         self._metrics = open(self.path / METRICS, "a", buffering=1)  # line-buffered: tail -f works
         from torch.utils.tensorboard import SummaryWriter  # slow import, only when training

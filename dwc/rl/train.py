@@ -10,20 +10,22 @@ from ..errors import UserError
 from ..models import build_actor
 from .common import actor_act_fn, evaluate, resolve_device
 from .envs import check_env_id
-from .run import CHECKPOINT, RunDir, load_checkpoint, load_config, seed_everything, write_json
+from .run import CHECKPOINT, COMMANDS, RunDir, load_checkpoint, load_config, seed_everything, write_json
 
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse training seeds
 
 
-def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True) -> dict:
-    """Train (or resume) into ``out``; finish with a deterministic evaluation written to eval.json."""
+def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True,
+          command: list[str] | None = None) -> dict:
+    """Train (or resume) into ``out``; finish with a deterministic evaluation written to eval.json.
+    ``command`` (the CLI words) is recorded in RUN/commands.txt."""
     if cfg.algo not in ("sac", "ppo"):
         raise UserError(f"unknown --algo {cfg.algo!r} (choose sac or ppo)")
     device = resolve_device(cfg.device)
     check_env_id(cfg.env).close()
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
-    run = RunDir(out, cfg, resume=resume, progress=progress)
+    run = RunDir(out, cfg, resume=resume, progress=progress, command=command)
     try:
         if run.start_step >= cfg.steps:
             print(f"{out}: already at step {run.start_step} >= --steps {cfg.steps}; evaluating only")
@@ -52,6 +54,28 @@ def load_actor(run_dir: Path, device: str = "cpu"):
                         f"{str(e).splitlines()[0]}") from None
     actor.normalizer.freeze()
     return actor.to(device).eval(), cfg, ckpt["step"]
+
+
+def export_policy(run_dir: Path, out: Path) -> dict:
+    """Copy a trained run's inference essentials (a few MB at most) into ``out``: config.json, a slim
+    checkpoint.pt (actor only, wiring as indices), eval.json, metrics.jsonl and the commands that
+    trained it. The result is itself a run directory: ``dwc eval OUT`` works on it."""
+    import shutil
+
+    run_dir, out = Path(run_dir), Path(out)
+    actor, cfg, step = load_actor(run_dir)
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"{out} already exists and is not empty")
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt = load_checkpoint(run_dir / CHECKPOINT)
+    slim = {"step": step, "config": cfg.to_dict(), "actor": actor.inference_state_dict(),
+            "obs_dim": ckpt["obs_dim"], "act_dim": ckpt["act_dim"]}
+    torch.save(slim, out / CHECKPOINT)
+    write_json(out / "config.json", cfg.to_dict())
+    for name in ("eval.json", "metrics.jsonl", COMMANDS):
+        if (run_dir / name).exists():
+            shutil.copy2(run_dir / name, out / name)
+    return {"out": str(out), "bytes": sum(f.stat().st_size for f in out.iterdir()), "step": step}
 
 
 def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | None = None,
