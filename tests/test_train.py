@@ -158,6 +158,7 @@ def test_help_teaches():
 
 
 @pytest.mark.slow
+@pytest.mark.ci  # ~7 minutes on 2 cores: the one learning test CI runs
 def test_dwc_sac_learns_inverted_pendulum(tmp_path):
     """The learning check: a DWC actor trained with SAC balances the pendulum (return >= 900)."""
     run = tmp_path / "ip"
