@@ -76,6 +76,7 @@ class _LutLookup(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
         addr, tables, efd = ctx.saved_tensors
+        grad_out = grad_out.contiguous()  # arrives transposed from the head; strided math is ~10x slower
         luts, size = tables.shape
         n = size.bit_length() - 1
         grad_sel = grad_tables = None
@@ -100,11 +101,9 @@ def thermometer_wiring_grad(g: torch.Tensor, x: torch.Tensor, bits: int) -> torc
     hist = torch.zeros(dims, bits + 1, slots, dtype=g.dtype, device=g.device)
     for d in range(dims):
         hist[d].index_add_(0, levels[d], g_t)
-    above = torch.empty(dims, bits, slots, dtype=g.dtype, device=g.device)  # sum of g where level > m
-    acc = hist[:, bits].clone()
-    for m in range(bits - 1, -1, -1):  # a reverse cumsum; torch.cumsum along a strided dim is ~30x slower
-        above[:, m] = acc
-        acc += hist[:, m]
+    for m in range(bits - 1, 0, -1):  # in-place reverse cumsum (torch.cumsum on this dim is ~30x slower)
+        hist[:, m] += hist[:, m + 1]
+    above = hist[:, 1:]  # above[d, m] = sum of g over samples whose level > m, i.e. whose bit m is set
     return (2.0 * above - g_t.sum(0)).view(dims * bits, slots)
 
 
