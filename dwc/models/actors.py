@@ -166,7 +166,7 @@ class DWCActor(_Actor):
             idx = state.pop(f"luts.{i}.wiring_indices", None)
             if idx is not None and layer.wiring == "learnable":
                 w = torch.zeros_like(layer.wiring_weights)
-                w[idx.long(), torch.arange(w.shape[1])] = 1.0
+                w[idx.to(w.device, torch.int64), torch.arange(w.shape[1], device=w.device)] = 1.0
                 state[f"luts.{i}.wiring_weights"] = w
         return super().load_state_dict(state, strict=strict, assign=assign)
 
