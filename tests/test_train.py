@@ -166,3 +166,13 @@ def test_dwc_sac_learns_inverted_pendulum(tmp_path):
                  "--thermo-bits", "31", "--learning-starts", "2000", "--eval-episodes", "10", "--no-progress"]) == 0
     ev = json.loads((run / "eval.json").read_text())
     assert ev["mean_return"] >= 900, ev
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("algo", ["sac", "ppo"])
+def test_training_runs_on_cuda(tmp_path, algo):
+    run = tmp_path / "run"
+    assert main(small_args(run, algo, "dwc", steps=300, extra=["--device", "cuda"])) == 0
+    assert main(["train", "--out", str(run), "--resume", "--steps", "400", "--device", "cuda", "--no-progress"]) == 0
+    assert main(["eval", str(run), "--episodes", "2", "--device", "cuda", "--no-progress"]) == 0
+    assert json.loads((run / "eval.json").read_text())["train_steps"] == 400
