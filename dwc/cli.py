@@ -157,8 +157,15 @@ def _print_eval(result: dict, as_json: bool) -> None:
               f"std {result['std_return']:.1f}  over {result['episodes']} deterministic episodes")
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def cmd_train(args) -> int:
+    import signal
+
     from .rl.train import train
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # a polite kill saves a checkpoint like Ctrl-C
     cfg = _train_config(args)
     result = train(cfg, args.out, resume=args.resume, progress=not args.no_progress, command=["dwc"] + args.argv)
     _print_eval(result, args.json)
@@ -217,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print(f"\ndwc {args.command}: interrupted" +
-              ("; the last checkpoint is kept, continue with --resume" if args.command == "train" else ""),
-              file=sys.stderr)
+              (f"; checkpoint kept in {args.out}, continue with: dwc train --out {args.out} --resume"
+               if args.command == "train" else ""), file=sys.stderr)
         return 130
 
 

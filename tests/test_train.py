@@ -112,6 +112,28 @@ def test_killed_run_resumes_with_nothing_lost(tmp_path):
     assert (run / "eval.json").exists()
 
 
+def test_sigterm_saves_a_checkpoint_at_the_current_step(tmp_path):
+    run = tmp_path / "run"
+    args = small_args(run, steps=100000)
+    args[args.index("--checkpoint-every") + 1] = "100000"  # no periodic checkpoint before the kill
+    proc = subprocess.Popen([sys.executable, "-m", "dwc"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and "episodic_return" not in _text(run / "metrics.jsonl"):
+        time.sleep(0.2)
+    time.sleep(2)  # well into the update phase (learning starts at 150 steps)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err and "Traceback" not in err
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert ckpt["step"] > 0 and ckpt["replay"]["size"] == ckpt["step"]
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "dwc", *args], capture_output=True, text=True, timeout=120)
 

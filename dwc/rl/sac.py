@@ -136,6 +136,7 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
     actor.normalizer.update(torch.as_tensor(obs, device=device))
     episodes = EpisodeTracker(cfg.num_envs)
     bar = run.start_progress(cfg.steps)
+    mid_transition = False
     updates_per_iter = max(1, round(cfg.num_envs * sc.utd))
     last_ckpt, meter = step, RateMeter(step)
     try:
@@ -148,9 +149,11 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
                 actions = a.cpu().numpy()
             next_obs, rewards, terms, truncs, infos = envs.step(actions)
             dones = terms | truncs
+            mid_transition = True  # replay, normaliser and step counter change together
             rb.add(obs, real_next_obs(next_obs, dones, infos), actions, rewards, terms)
             actor.normalizer.update(torch.as_tensor(next_obs, device=device))
             step += cfg.num_envs
+            mid_transition = False
             episodes.step(run, step, rewards, dones)
             obs = next_obs
 
@@ -168,6 +171,10 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
                 checkpoint()
                 last_ckpt = step
         checkpoint()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep everything up to this step
+        if not mid_transition:
+            checkpoint()
+        raise
     finally:
         envs.close()
     return actor
