@@ -186,17 +186,12 @@ class LUTLayer(nn.Module):
         return self._cache[name]
 
     def _argmax(self) -> torch.Tensor:
-        def compute(w):
-            top = self._cached("top", lambda w: w.amax(dim=0))  # amax + equality: 5x faster than max/argmax
-            src, slot = torch.nonzero(w == top, as_tuple=True)
-            first = torch.full_like(top, w.shape[0], dtype=torch.int64)
-            return first.scatter_reduce_(0, slot, src, "amin")  # lowest index on ties, like argmax
-        return self._cached("argmax", compute)
+        return self._cached("max", lambda w: w.max(dim=0)).indices
 
     def soft_wiring(self) -> torch.Tensor:
         """Column-wise softmax(w / tau) (I, S): sparse, or dense with ``sparse_softmax=False``."""
         def compute(w):
-            top = self._cached("top", lambda w: w.amax(dim=0))
+            top = self._cached("max", lambda w: w.max(dim=0)).values
             if not self.sparse_softmax:
                 return torch.softmax(w / self.tau, dim=0)
             # exp(-16.2) < 1e-7: candidates further below the max vanish next to it.
