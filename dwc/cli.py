@@ -16,6 +16,7 @@ stages:
   train   train a policy (DWC or float MLP) with SAC or PPO; resumable
   eval    deterministic evaluation of a trained run, writes RUN/eval.json
   export  copy a trained policy's essentials (a few MB) into a folder, e.g. policies/
+  compile freeze a trained DWC into the integer LUT-graph IR (BUILD/graph.json)
 
 quick start (about 10 minutes on a 2-core laptop):
   dwc train --env InvertedPendulum-v5 --steps 15000 --learning-starts 2000 --width 256 --thermo-bits 31 --out runs/ip
@@ -85,6 +86,8 @@ def _add_eval(sub):
     p.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
     p.add_argument("--seed", type=int, help="first episode seed (default: the run's seed + 10000)")
     p.add_argument("--device", default="cpu", help="auto | cpu | cuda (default cpu)")
+    p.add_argument("--frozen", action="store_true",
+                   help="also evaluate the frozen integer circuit (the IR dwc compile writes) on the same seeds")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true")
 
@@ -155,6 +158,11 @@ def _print_eval(result: dict, as_json: bool) -> None:
         print(f"{result['env']}  {result['policy']}/{result['algo']} after {result['train_steps']} steps: "
               f"return mean {result['mean_return']:.1f}  median {result['median_return']:.1f}  "
               f"std {result['std_return']:.1f}  over {result['episodes']} deterministic episodes")
+        if "frozen" in result:
+            f = result["frozen"]
+            print(f"{'frozen integer circuit':>{len(result['env']) + 2 + len(result['policy']) + len(result['algo']) + 1}}"
+                  f" ({result['train_steps']} steps): return mean {f['mean_return']:.1f}  median "
+                  f"{f['median_return']:.1f}  std {f['std_return']:.1f}")
 
 
 def _raise_interrupt(signum, frame):
@@ -174,7 +182,8 @@ def cmd_train(args) -> int:
 
 def cmd_eval(args) -> int:
     from .rl.train import evaluate_run
-    result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed, progress=not args.no_progress)
+    result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed,
+                          progress=not args.no_progress, frozen=args.frozen)
     _print_eval(result, args.json)
     return 0
 
@@ -197,6 +206,33 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _add_compile(sub):
+    p = sub.add_parser("compile", help="freeze a trained DWC into the integer LUT-graph IR",
+                       description="Freeze a trained DWC run into BUILD/graph.json: fixed-point observation "
+                                   "in, comparators with the normaliser folded in, LUT layers, popcounts and "
+                                   "action tables out, bit-exact with the PyTorch model on quantised inputs. "
+                                   "Also writes BUILD/compile_report.json.",
+                       epilog="example:\n  dwc compile policies/inverted-pendulum-v5-dwc --out build/ip",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", type=Path, help="run directory (dwc train) or exported policy")
+    p.add_argument("--out", type=Path, required=True, help="build directory")
+    p.add_argument("--obs-width", type=int, default=16, help="observation fixed-point width in bits (default 16)")
+    p.add_argument("--act-width", type=int, default=16, help="action fixed-point width in bits (default 16)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def cmd_compile(args) -> int:
+    from .compile import compile_run
+    r = compile_run(args.run, args.out, args.obs_width, args.act_width)
+    if args.json:
+        print(json.dumps(r, indent=2))
+    else:
+        c = r["counts"]
+        print(f"{r['graph']}: {c['comparators']} comparators, {c['luts']} LUTs {c['luts_per_layer']}, "
+              f"popcounts {c['popcount_sizes']} ({r['seconds']:.2f} s)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     parser = argparse.ArgumentParser(prog="dwc", description=MAIN_HELP,
@@ -206,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_eval(sub)
     _add_export(sub)
+    _add_compile(sub)
     return parser
 
 
@@ -218,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export}[args.command](args)
+        return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export,
+                "compile": cmd_compile}[args.command](args)
     except UserError as e:
         print(f"dwc {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -79,7 +79,9 @@ def export_policy(run_dir: Path, out: Path) -> dict:
 
 
 def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | None = None,
-                 progress: bool = True) -> dict:
+                 progress: bool = True, frozen: bool = False) -> dict:
+    """Deterministic episodes of the float policy; with ``frozen`` also of the frozen integer IR
+    (what goes into hardware) on the same seeds, reported under ``"frozen"``."""
     if episodes < 1:
         raise UserError(f"--episodes must be >= 1, got {episodes}")
     dev = resolve_device(device)
@@ -87,5 +89,11 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
     seed = cfg.seed + EVAL_SEED_OFFSET if seed is None else seed
     result = evaluate(actor_act_fn(actor, dev), cfg.env, episodes, seed, progress=progress)
     result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True)
+    if frozen:
+        from ..compile import freeze_run
+        from ..ir import reference
+        graph = freeze_run(Path(run_dir))
+        result["frozen"] = evaluate(lambda obs: reference.act(graph, obs)[0], cfg.env, episodes, seed,
+                                    progress=progress)
     write_json(Path(run_dir) / "eval.json", result)
     return result

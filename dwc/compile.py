@@ -1,0 +1,42 @@
+"""``dwc compile``: trained run -> BUILD/graph.json (+ the HDL stages as they land)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .errors import UserError
+from .ir import Graph
+from .ir.freeze import freeze
+from .rl.run import write_json
+
+
+def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16) -> Graph:
+    """Load a run's actor and freeze it; a clear error for policies that cannot be frozen yet."""
+    from .rl.train import load_actor
+    actor, cfg, step = load_actor(run)
+    if cfg.actor.policy != "dwc":
+        raise UserError(f"{run}: freezing a {cfg.actor.policy!r} policy is not supported yet (only dwc)")
+    for name, w in (("--obs-width", obs_width), ("--act-width", act_width)):
+        if not 4 <= w <= 24:  # 24: q / 2**frac must be exact in float32 for the bit-exact check
+            raise UserError(f"{name} must be in 4..24, got {w}")
+    meta = {"env": cfg.env, "policy": cfg.actor.policy, "source_run": str(run), "train_steps": int(step),
+            "actor": cfg.actor.to_dict()}
+    return freeze(actor, obs_width, act_width, meta)
+
+
+def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16) -> dict:
+    t0 = time.perf_counter()
+    graph = freeze_run(run, obs_width, act_width)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    graph.save(out / "graph.json")
+    report = {
+        "graph": str(out / "graph.json"),
+        "env": graph.meta["env"],
+        "counts": graph.counts(),
+        "obs_formats": [{"width": f.width, "frac": f.frac} for f in graph.obs_formats],
+        "action_format": {"width": graph.action_format.width, "frac": graph.action_format.frac},
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    write_json(out / "compile_report.json", report)
+    return report

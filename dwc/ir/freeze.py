@@ -1,0 +1,94 @@
+"""Freeze: a trained DWC actor (PyTorch, eval mode) -> the integer IR, bit-exact by construction.
+
+- Observation formats: ``width`` bits (default 16) per dimension, the integer part sized so every
+  threshold the circuit can read (mu +- 10 sigma of the training observations) is representable;
+  saturation beyond it cannot change any comparison.
+- Comparator thresholds: the smallest integer q for which the PyTorch model's own float32
+  arithmetic (normalise, clip, compare) gives 1 at q / 2**frac, found by binary search over the
+  whole integer range. The comparison is monotone in q, so ``q >= T`` reproduces the model exactly
+  on every representable observation, rounding included.
+- Action tables: for every popcount value the model's own head (affine, tanh, bounds) evaluated in
+  float32, rounded to the action format.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..models.actors import DWCActor
+from ..models.encoding import CLIP
+from .graph import LUT, Comparator, FixedFormat, Graph
+
+
+def obs_formats(actor: DWCActor, width: int = 16) -> list[FixedFormat]:
+    mean = actor.normalizer.mean.double()
+    std = torch.sqrt(actor.normalizer.var + actor.normalizer.eps).double()
+    reach = torch.maximum((mean - CLIP * std).abs(), (mean + CLIP * std).abs())
+    formats = []
+    for r in reach.tolist():
+        int_bits = max(0, math.floor(math.log2(r)) + 1) if r > 0 else 0  # |x| < 2**int_bits
+        formats.append(FixedFormat(width, width - 1 - int_bits))
+    return formats
+
+
+@torch.no_grad()
+def integer_thresholds(actor: DWCActor, formats: list[FixedFormat]) -> np.ndarray:
+    """(D, B) smallest integer observation whose thermometer bit m is 1 (max_int + 1 if none)."""
+    dims, bits = actor.encoder.dim, actor.encoder.bits
+    lo = torch.tensor([[f.min_int] * bits for f in formats], dtype=torch.int64)
+    hi = torch.tensor([[f.max_int + 1] * bits for f in formats], dtype=torch.int64)
+    scale = torch.tensor([2.0 ** -f.frac for f in formats], dtype=torch.float64).view(dims, 1)
+    m = torch.arange(bits)
+    while bool((lo < hi).any()):
+        mid = (lo + hi) // 2
+        # (bits, D) batch: row m holds each dimension's candidate for threshold m
+        x = (mid.double() * scale).t().float()
+        on = actor.encoder(actor.normalizer(x)).view(bits, dims, bits)[m, :, m].t().bool()
+        active = lo < hi
+        hi = torch.where(active & on, mid, hi)
+        lo = torch.where(active & ~on, mid + 1, lo)
+    return lo.numpy()
+
+
+def action_format(actor: DWCActor, width: int = 16) -> FixedFormat:
+    reach = float(torch.maximum((actor.action_bias - actor.action_scale).abs(),
+                                (actor.action_bias + actor.action_scale).abs()).max())
+    int_bits = max(0, math.floor(math.log2(reach)) + 1) if reach > 0 else 0
+    return FixedFormat(width, width - 1 - int_bits)
+
+
+@torch.no_grad()
+def action_tables(actor: DWCActor, fmt: FixedFormat) -> list[list[int]]:
+    """tables[a][p] = the model's action a when its group holds p ones, in fixed point."""
+    head = actor.head
+    size = head.group
+    p = torch.arange(size + 1)
+    bits = (torch.arange(size).view(1, size) < p.view(-1, 1)).float()  # row p: p ones
+    bits = bits.repeat(1, head.actions)  # every group gets p ones
+    acts = actor.squash(head(bits))  # (size+1, A) float32, the model's own arithmetic
+    return [fmt.quantize(acts[:, a].numpy()).tolist() for a in range(head.actions)]
+
+
+def freeze(actor: DWCActor, obs_width: int = 16, act_width: int = 16, meta: dict | None = None) -> Graph:
+    if not isinstance(actor, DWCActor):
+        raise TypeError(f"freeze needs a DWC actor, got {type(actor).__name__}")
+    actor = actor.cpu().eval()
+    formats = obs_formats(actor, obs_width)
+    thresholds = integer_thresholds(actor, formats)
+    bits = actor.encoder.bits
+    comparators = [Comparator(d, int(thresholds[d, m])) for d in range(actor.encoder.dim) for m in range(bits)]
+    layers = []
+    for layer in actor.luts:
+        idx = layer.wiring_indices().tolist()
+        on = (layer.tables.detach() > 0).numpy()
+        tables = [sum(1 << int(a) for a in np.flatnonzero(row)) for row in on]
+        layers.append([LUT(list(map(int, i)), t) for i, t in zip(idx, tables)])
+    g_size = actor.head.group
+    groups = [list(range(a * g_size, (a + 1) * g_size)) for a in range(actor.head.actions)]
+    afmt = action_format(actor, act_width)
+    graph = Graph(formats, comparators, layers, groups, afmt, action_tables(actor, afmt), dict(meta or {}))
+    graph.meta.setdefault("thermometer_bits", bits)
+    graph.validate()
+    return graph

@@ -1,0 +1,256 @@
+"""The LUT-graph IR: a trained policy as an exact integer function, observation in, action out.
+
+Every front end lowers into :class:`Graph`; every back end (executors, HDL) reads it. Semantics:
+
+1. observation: ``D`` signed fixed-point integers ``q[d]`` (``width`` bits, ``frac`` fractional
+   bits: real value ``q / 2**frac``); inputs outside the range saturate.
+2. comparators: bit ``c`` = ``q[dim_c] >= threshold_c`` (the normaliser is folded into the
+   integer threshold).
+3. LUT layers: LUT ``j`` of layer ``l`` reads ``inputs[k]`` (indices into the comparator bits for
+   layer 0, else into layer ``l-1``'s outputs) as address bit ``k`` and outputs bit
+   ``(table >> address) & 1``. Arity 1..6 (``len(inputs)``), ``table`` < 2**(2**arity).
+4. popcount groups: action ``a`` counts the ones among the last layer's bits ``groups[a]``.
+5. action tables: ``actions.tables[a][popcount]`` is the action as a signed fixed-point integer
+   of ``actions.width`` bits with ``actions.frac`` fractional bits.
+
+Serialised as JSON with ``schema_version``; :func:`Graph.from_json` validates everything and raises
+:class:`IRError` naming the offending field.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+MAX_ARITY = 6
+
+
+class IRError(ValueError):
+    """A malformed IR: the message names the field."""
+
+
+@dataclass(frozen=True)
+class FixedFormat:
+    """Signed fixed point: ``width`` bits in all, ``frac`` of them after the binary point."""
+    width: int
+    frac: int
+
+    @property
+    def min_int(self) -> int:
+        return -(1 << (self.width - 1))
+
+    @property
+    def max_int(self) -> int:
+        return (1 << (self.width - 1)) - 1
+
+    def quantize(self, x):
+        """Round to nearest (ties to even) and saturate; works on numpy arrays and floats."""
+        import numpy as np
+        return np.clip(np.rint(np.asarray(x, dtype=np.float64) * 2.0 ** self.frac), self.min_int,
+                       self.max_int).astype(np.int64)
+
+    def to_float(self, q):
+        import numpy as np
+        return np.asarray(q, dtype=np.float64) / 2.0 ** self.frac
+
+
+@dataclass
+class Comparator:
+    dim: int
+    threshold: int
+
+
+@dataclass
+class LUT:
+    inputs: list[int]
+    table: int  # bit a of ``table`` is the output at address a
+
+    @property
+    def arity(self) -> int:
+        return len(self.inputs)
+
+
+@dataclass
+class Graph:
+    obs_formats: list[FixedFormat]
+    comparators: list[Comparator]
+    layers: list[list[LUT]]
+    groups: list[list[int]]
+    action_format: FixedFormat
+    action_tables: list[list[int]]
+    meta: dict = field(default_factory=dict)  # provenance: env, policy, source run, notes
+
+    @property
+    def obs_dim(self) -> int:
+        return len(self.obs_formats)
+
+    @property
+    def action_dim(self) -> int:
+        return len(self.groups)
+
+    def layer_inputs(self, l: int) -> int:
+        """How many bits layer ``l`` reads from."""
+        return len(self.comparators) if l == 0 else len(self.layers[l - 1])
+
+    # ---------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "meta": self.meta,
+            "observation": {"formats": [asdict(f) for f in self.obs_formats]},
+            "comparators": [[c.dim, c.threshold] for c in self.comparators],
+            "layers": [[{"inputs": l.inputs, "table": f"{l.table:x}"} for l in layer] for layer in self.layers],
+            "groups": self.groups,
+            "actions": {"format": asdict(self.action_format), "tables": self.action_tables},
+        }
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), separators=(",", ":")) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "Graph":
+        try:
+            d = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise IRError(f"{path}: no such file") from None
+        except json.JSONDecodeError as e:
+            raise IRError(f"{path}: not JSON ({e})") from None
+        return cls.from_dict(d)
+
+    @classmethod
+    def from_dict(cls, d) -> "Graph":
+        v = _Validator(d)
+        g = v.graph()
+        g.validate()
+        return g
+
+    def validate(self) -> None:
+        """Check every index, size and format; raise IRError naming the first bad field."""
+        if not self.obs_formats:
+            raise IRError("observation.formats: empty")
+        for i, f in enumerate(self.obs_formats):
+            _check_format(f, f"observation.formats[{i}]")
+        for i, c in enumerate(self.comparators):
+            if not 0 <= c.dim < self.obs_dim:
+                raise IRError(f"comparators[{i}].dim: {c.dim} outside 0..{self.obs_dim - 1}")
+            f = self.obs_formats[c.dim]
+            if not f.min_int <= c.threshold <= f.max_int + 1:
+                raise IRError(f"comparators[{i}].threshold: {c.threshold} outside the {f.width}-bit range")
+        if not self.layers:
+            raise IRError("layers: empty")
+        for l, layer in enumerate(self.layers):
+            n_in = self.layer_inputs(l)
+            if not layer:
+                raise IRError(f"layers[{l}]: empty")
+            for j, lut in enumerate(layer):
+                where = f"layers[{l}][{j}]"
+                if not 0 <= lut.arity <= MAX_ARITY:
+                    raise IRError(f"{where}.inputs: arity {lut.arity} outside 0..{MAX_ARITY}")
+                for k, i in enumerate(lut.inputs):
+                    if not 0 <= i < n_in:
+                        raise IRError(f"{where}.inputs[{k}]: {i} outside 0..{n_in - 1}")
+                if not 0 <= lut.table < 1 << (1 << lut.arity):
+                    raise IRError(f"{where}.table: more than 2**{lut.arity} bits")
+        last = len(self.layers[-1])
+        if not self.groups:
+            raise IRError("groups: empty")
+        for a, grp in enumerate(self.groups):
+            for k, i in enumerate(grp):
+                if not 0 <= i < last:
+                    raise IRError(f"groups[{a}][{k}]: {i} outside 0..{last - 1}")
+        _check_format(self.action_format, "actions.format")
+        if len(self.action_tables) != self.action_dim:
+            raise IRError(f"actions.tables: {len(self.action_tables)} tables for {self.action_dim} groups")
+        for a, tab in enumerate(self.action_tables):
+            if len(tab) != len(self.groups[a]) + 1:
+                raise IRError(f"actions.tables[{a}]: {len(tab)} entries, popcount range needs "
+                              f"{len(self.groups[a]) + 1}")
+            for p, q in enumerate(tab):
+                if not self.action_format.min_int <= q <= self.action_format.max_int:
+                    raise IRError(f"actions.tables[{a}][{p}]: {q} outside the action format")
+
+    def counts(self) -> dict:
+        """Sizes for reports: LUTs per layer and per arity, comparators per dim, group sizes."""
+        per_arity: dict[int, int] = {}
+        for layer in self.layers:
+            for lut in layer:
+                per_arity[lut.arity] = per_arity.get(lut.arity, 0) + 1
+        per_dim = [0] * self.obs_dim
+        for c in self.comparators:
+            per_dim[c.dim] += 1
+        return {"luts": sum(len(l) for l in self.layers), "luts_per_layer": [len(l) for l in self.layers],
+                "luts_per_arity": {str(k): v for k, v in sorted(per_arity.items())},
+                "comparators": len(self.comparators), "comparators_per_dim": per_dim,
+                "popcount_sizes": [len(g) for g in self.groups]}
+
+
+def _check_format(f: FixedFormat, where: str) -> None:
+    if not 2 <= f.width <= 32:
+        raise IRError(f"{where}.width: {f.width} outside 2..32")
+    if not -64 <= f.frac <= 64:
+        raise IRError(f"{where}.frac: {f.frac} outside -64..64")
+
+
+class _Validator:
+    """Turns parsed JSON into a Graph, naming the field of any type or shape error."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def _get(self, obj, key, typ, where):
+        if not isinstance(obj, dict) or key not in obj:
+            raise IRError(f"{where}{key}: missing")
+        val = obj[key]
+        if not isinstance(val, typ) or isinstance(val, bool):
+            raise IRError(f"{where}{key}: expected {typ.__name__ if isinstance(typ, type) else typ}, "
+                          f"got {type(val).__name__}")
+        return val
+
+    def _format(self, obj, where) -> FixedFormat:
+        return FixedFormat(self._get(obj, "width", int, where + "."), self._get(obj, "frac", int, where + "."))
+
+    def graph(self) -> Graph:
+        d = self.d
+        if not isinstance(d, dict):
+            raise IRError("top level: expected an object")
+        version = self._get(d, "schema_version", int, "")
+        if version != SCHEMA_VERSION:
+            raise IRError(f"schema_version: {version} is not supported (this dwc reads {SCHEMA_VERSION})")
+        obs = self._get(d, "observation", dict, "")
+        formats = [self._format(f, f"observation.formats[{i}]")
+                   for i, f in enumerate(self._get(obs, "formats", list, "observation."))]
+        comps = []
+        for i, c in enumerate(self._get(d, "comparators", list, "")):
+            if not (isinstance(c, list) and len(c) == 2 and all(isinstance(x, int) for x in c)):
+                raise IRError(f"comparators[{i}]: expected [dim, threshold] integers")
+            comps.append(Comparator(*c))
+        layers = []
+        for l, layer in enumerate(self._get(d, "layers", list, "")):
+            if not isinstance(layer, list):
+                raise IRError(f"layers[{l}]: expected a list of LUTs")
+            luts = []
+            for j, lut in enumerate(layer):
+                where = f"layers[{l}][{j}]."
+                inputs = self._get(lut, "inputs", list, where)
+                if not all(isinstance(i, int) and not isinstance(i, bool) for i in inputs):
+                    raise IRError(f"{where}inputs: expected integers")
+                table = self._get(lut, "table", str, where)
+                try:
+                    luts.append(LUT(inputs, int(table, 16)))
+                except ValueError:
+                    raise IRError(f"{where}table: {table!r} is not hexadecimal") from None
+            layers.append(luts)
+        groups = self._get(d, "groups", list, "")
+        for a, g in enumerate(groups):
+            if not isinstance(g, list) or not all(isinstance(i, int) for i in g):
+                raise IRError(f"groups[{a}]: expected a list of integers")
+        acts = self._get(d, "actions", dict, "")
+        tables = self._get(acts, "tables", list, "actions.")
+        for a, t in enumerate(tables):
+            if not isinstance(t, list) or not all(isinstance(q, int) for q in t):
+                raise IRError(f"actions.tables[{a}]: expected a list of integers")
+        meta = d.get("meta", {})
+        if not isinstance(meta, dict):
+            raise IRError("meta: expected an object")
+        return Graph(formats, comps, layers, groups, self._format(acts.get("format"), "actions.format"), tables, meta)

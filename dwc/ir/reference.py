@@ -1,0 +1,66 @@
+"""The reference executor: the IR's semantics written plainly in numpy, one stage at a time.
+
+Everything faster (bit-sliced executors, HDL simulation) is checked against this.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .graph import Graph
+
+
+def quantize_obs(g: Graph, obs: np.ndarray) -> np.ndarray:
+    """Float observations (N, D) -> saturated fixed-point integers (N, D)."""
+    obs = np.atleast_2d(obs)
+    return np.stack([f.quantize(obs[:, d]) for d, f in enumerate(g.obs_formats)], axis=1)
+
+
+def comparator_bits(g: Graph, q: np.ndarray) -> np.ndarray:
+    """Integer observations (N, D) -> comparator bits (N, C) as uint8."""
+    q = np.atleast_2d(np.asarray(q, dtype=np.int64))
+    out = np.zeros((q.shape[0], len(g.comparators)), dtype=np.uint8)
+    for c, comp in enumerate(g.comparators):
+        out[:, c] = q[:, comp.dim] >= comp.threshold
+    return out
+
+
+def truth_table(lut) -> np.ndarray:
+    """The LUT's 2**arity output bits as an array indexed by address."""
+    return _truth_table(lut.table, lut.arity)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _truth_table(table: int, arity: int) -> np.ndarray:
+    return np.array([(table >> a) & 1 for a in range(1 << arity)], dtype=np.uint8)
+
+
+def lut_layer(layer, bits: np.ndarray) -> np.ndarray:
+    """Bits (N, inputs) -> bits (N, LUTs): address bit k = the k-th input."""
+    out = np.zeros((bits.shape[0], len(layer)), dtype=np.uint8)
+    for j, lut in enumerate(layer):
+        addr = np.zeros(bits.shape[0], dtype=np.int64)
+        for k, i in enumerate(lut.inputs):
+            addr |= bits[:, i].astype(np.int64) << k
+        out[:, j] = truth_table(lut)[addr]
+    return out
+
+
+def popcounts(g: Graph, q: np.ndarray) -> np.ndarray:
+    """Integer observations (N, D) -> per-action popcounts (N, A)."""
+    bits = comparator_bits(g, q)
+    for layer in g.layers:
+        bits = lut_layer(layer, bits)
+    return np.stack([bits[:, grp].sum(axis=1, dtype=np.int64) for grp in g.groups], axis=1)
+
+
+def actions_int(g: Graph, q: np.ndarray) -> np.ndarray:
+    """Integer observations (N, D) -> fixed-point actions (N, A)."""
+    pc = popcounts(g, q)
+    return np.stack([np.asarray(g.action_tables[a], dtype=np.int64)[pc[:, a]] for a in range(g.action_dim)], axis=1)
+
+
+def act(g: Graph, obs: np.ndarray) -> np.ndarray:
+    """Float observations -> float actions, exactly as the circuit would compute them."""
+    return g.action_format.to_float(actions_int(g, quantize_obs(g, obs)))

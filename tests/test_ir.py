@@ -1,0 +1,154 @@
+"""The IR: JSON round trip and validation, and bit-exact equivalence of the frozen circuit with the
+trained PyTorch model on >= 10,000 observations (real rollouts, random, extremes)."""
+import copy
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from dwc.cli import main
+from dwc.ir import Graph, IRError
+from dwc.ir import reference as ref
+from dwc.ir.freeze import freeze
+from dwc.models import ActorConfig, build_actor
+from dwc.rl.train import load_actor
+
+POLICY = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-dwc"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    actor, cfg, _ = load_actor(POLICY)
+    return actor, cfg, freeze(actor)
+
+
+def rollout_observations(actor, env_id: str, steps: int, seed: int) -> np.ndarray:
+    """Observations visited by the trained policy (with action noise, to leave the ideal path)."""
+    env = gym.make(env_id)
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    out = []
+    for t in range(steps):
+        out.append(obs)
+        with torch.no_grad():
+            a = actor.act(torch.as_tensor(obs, dtype=torch.float32)[None])[0].numpy()
+        a = np.clip(a + rng.normal(0, 0.3, a.shape), env.action_space.low, env.action_space.high)
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            obs, _ = env.reset(seed=seed + t + 1)
+    env.close()
+    return np.asarray(out)
+
+
+def assert_bit_exact(actor, graph: Graph, q: np.ndarray) -> None:
+    scale = np.array([2.0 ** -f.frac for f in graph.obs_formats])
+    x = torch.tensor(q * scale, dtype=torch.float32)  # exactly the quantised values
+    with torch.no_grad():
+        pc_torch = actor.popcounts(x).numpy().astype(np.int64)
+        act_torch = graph.action_format.quantize(actor.act(x).numpy())
+    pc_ir = ref.popcounts(graph, q)
+    assert np.array_equal(pc_ir, pc_torch), f"{(pc_ir != pc_torch).sum()} popcount mismatches"
+    assert np.array_equal(ref.actions_int(graph, q), act_torch)
+
+
+def extreme_observations(graph: Graph) -> np.ndarray:
+    lo = np.array([f.min_int for f in graph.obs_formats])
+    hi = np.array([f.max_int for f in graph.obs_formats])
+    rows = [lo, hi, np.zeros_like(lo), lo + 1, hi - 1]
+    # every threshold, and one below it, in every dimension at once
+    per_dim = [[c.threshold for c in graph.comparators if c.dim == d] for d in range(graph.obs_dim)]
+    for k in range(max(map(len, per_dim))):
+        t = np.array([p[min(k, len(p) - 1)] for p in per_dim])
+        rows += [np.clip(t, lo, hi), np.clip(t - 1, lo, hi)]
+    return np.stack(rows)
+
+
+def test_trained_policy_is_bit_exact_on_10k_observations(shipped):
+    actor, cfg, graph = shipped
+    rollouts = ref.quantize_obs(graph, rollout_observations(actor, cfg.env, 6000, seed=3))
+    rng = np.random.default_rng(0)
+    lo = np.array([f.min_int for f in graph.obs_formats])
+    hi = np.array([f.max_int for f in graph.obs_formats])
+    uniform = rng.integers(lo, hi + 1, size=(3000, graph.obs_dim))
+    near = np.clip(rollouts[rng.integers(0, len(rollouts), 1000)] + rng.integers(-3, 4, (1000, graph.obs_dim)), lo, hi)
+    q = np.concatenate([rollouts, uniform, near, extreme_observations(graph)])
+    assert len(q) >= 10_000
+    assert_bit_exact(actor, graph, q)
+
+
+@pytest.mark.parametrize("n,width,wiring", [(6, 60, "learnable"), (4, 64, "random"), (2, 30, "learnable")])
+def test_random_circuits_are_bit_exact(n, width, wiring):
+    torch.manual_seed(n)
+    cfg = ActorConfig(width=width, lut_inputs=n, thermo_bits=15, wiring=wiring)
+    actor = build_actor(cfg, 5, 3, [-2, -1, -0.5], [2, 1, 0.5])
+    actor.normalizer.update(torch.randn(500, 5, dtype=torch.float64) * torch.tensor([0.01, 1, 30, 500, 3.0]) + 7)
+    actor.eval()
+    graph = freeze(actor)
+    rng = np.random.default_rng(n)
+    q = rng.integers([f.min_int for f in graph.obs_formats], [f.max_int + 1 for f in graph.obs_formats], (2000, 5))
+    assert_bit_exact(actor, graph, np.concatenate([q, extreme_observations(graph)]))
+
+
+def test_json_round_trip(shipped, tmp_path):
+    _, _, graph = shipped
+    graph.save(tmp_path / "g.json")
+    again = Graph.load(tmp_path / "g.json")
+    assert again.to_dict() == graph.to_dict()
+    q = np.random.default_rng(1).integers(-2000, 2000, (200, graph.obs_dim))
+    assert np.array_equal(ref.actions_int(again, q), ref.actions_int(graph, q))
+
+
+def _broken(graph: Graph, edit) -> dict:
+    d = copy.deepcopy(graph.to_dict())
+    edit(d)
+    return d
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda d: d.update(schema_version=99), "schema_version"),
+    (lambda d: d.pop("groups"), "groups"),
+    (lambda d: d["comparators"].__setitem__(0, [9, 0]), "comparators[0].dim"),
+    (lambda d: d["comparators"].__setitem__(1, [0, 1 << 20]), "comparators[1].threshold"),
+    (lambda d: d["layers"][0][3]["inputs"].__setitem__(2, 10 ** 6), "layers[0][3].inputs[2]"),
+    (lambda d: d["layers"][1][0].update(table="1" + "0" * 16), "layers[1][0].table"),
+    (lambda d: d["layers"][1][0].update(table="xyz"), "layers[1][0].table"),
+    (lambda d: d["layers"][1][2].update(inputs=[0] * 7, table="0"), "layers[1][2].inputs"),
+    (lambda d: d["groups"][0].append(10 ** 5), "groups[0]"),
+    (lambda d: d["actions"]["tables"][0].pop(), "actions.tables[0]"),
+    (lambda d: d["actions"]["tables"][0].__setitem__(0, 1 << 40), "actions.tables[0][0]"),
+    (lambda d: d["observation"]["formats"][0].update(width="16"), "observation.formats[0].width"),
+    (lambda d: d["actions"].pop("format"), "actions.format"),
+])
+def test_malformed_graphs_name_the_field(shipped, edit, field):
+    _, _, graph = shipped
+    with pytest.raises(IRError) as e:
+        Graph.from_dict(_broken(graph, edit))
+    assert str(e.value).startswith(field), str(e.value)
+
+
+def test_compile_and_frozen_eval_cli(tmp_path, capsys):
+    assert main(["compile", str(POLICY), "--out", str(tmp_path / "build")]) == 0
+    graph = Graph.load(tmp_path / "build" / "graph.json")
+    report = json.loads((tmp_path / "build" / "compile_report.json").read_text())
+    assert report["counts"]["luts"] == sum(len(l) for l in graph.layers) == 256 + 256
+    policy = tmp_path / "policy"
+    import shutil
+    shutil.copytree(POLICY, policy)
+    capsys.readouterr()
+    assert main(["eval", str(policy), "--episodes", "1", "--frozen", "--json", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["frozen"]["returns"] == out["returns"]  # this policy: both balance the full episode
+
+
+def test_compile_rejects_bad_input(tmp_path):
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, "-m", "dwc", "compile", str(tmp_path / "nope"), "--out", str(tmp_path / "b")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "not a dwc run" in res.stderr
+    res = subprocess.run([sys.executable, "-m", "dwc", "compile", str(POLICY), "--out", str(tmp_path / "b"),
+                          "--obs-width", "40"], capture_output=True, text=True)
+    assert res.returncode == 2 and "--obs-width" in res.stderr
