@@ -227,9 +227,14 @@ def cmd_compile(args) -> int:
     if args.json:
         print(json.dumps(r, indent=2))
     else:
+        print(f"{'pass':<28}{'comparators':>12}{'LUTs':>8}  per layer        per arity")
+        rows = [p for p in r["passes"] if p["round"] <= 1]  # the frozen graph, then the first round
+        rows.append(dict(r["passes"][-1], **{"pass": f"final (after {r['passes'][-1]['round']} rounds)"}))
+        for p in rows:
+            arity = " ".join(f"{k}:{v}" for k, v in p["luts_per_arity"].items())
+            print(f"{p['pass']:<28}{p['comparators']:>12}{p['luts']:>8}  {str(p['luts_per_layer']):<16} {arity}")
         c = r["counts"]
-        print(f"{r['graph']}: {c['comparators']} comparators, {c['luts']} LUTs {c['luts_per_layer']}, "
-              f"popcounts {c['popcount_sizes']} ({r['seconds']:.2f} s)")
+        print(f"wrote {r['graph']}: popcounts {c['popcount_sizes']} ({r['seconds']:.2f} s)")
     return 0
 
 

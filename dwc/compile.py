@@ -7,6 +7,7 @@ from pathlib import Path
 from .errors import UserError
 from .ir import Graph
 from .ir.freeze import freeze
+from .ir.passes import optimize
 from .rl.run import write_json
 
 
@@ -26,7 +27,8 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16) -> Graph:
 
 def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16) -> dict:
     t0 = time.perf_counter()
-    graph = freeze_run(run, obs_width, act_width)
+    frozen = freeze_run(run, obs_width, act_width)
+    graph, passes = optimize(frozen)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "graph.json")
@@ -34,6 +36,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16) 
         "graph": str(out / "graph.json"),
         "env": graph.meta["env"],
         "counts": graph.counts(),
+        "passes": passes,  # counts after each pass, from the frozen graph ("input") to the end
         "obs_formats": [{"width": f.width, "frac": f.frac} for f in graph.obs_formats],
         "action_format": {"width": graph.action_format.width, "frac": graph.action_format.frac},
         "seconds": round(time.perf_counter() - t0, 3),
