@@ -156,3 +156,14 @@ def test_compile_rejects_bad_input(tmp_path):
     res = subprocess.run([sys.executable, "-m", "dwc", "compile", str(POLICY), "--out", str(tmp_path / "b"),
                           "--obs-width", "40"], capture_output=True, text=True)
     assert res.returncode == 2 and "--obs-width" in res.stderr
+
+
+def test_fast_executor_on_the_trained_policy(shipped, tmp_path, monkeypatch):
+    from dwc.ir.fast import FastExecutor
+    monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
+    actor, cfg, graph = shipped
+    rng = np.random.default_rng(5)
+    q = np.concatenate([rng.integers(-40000, 40000, (5000, graph.obs_dim)).clip(-32768, 32767),
+                        extreme_observations(graph)])
+    for g in (graph, optimize(graph)[0]):
+        assert np.array_equal(FastExecutor(g).actions_int(q), ref.actions_int(graph, q))

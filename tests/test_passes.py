@@ -103,3 +103,16 @@ def test_known_reductions():
     assert len(opt.comparators) == 2 and len(opt.layers[0]) == 2
     assert sorted(map(sorted, opt.groups)) == [[0, 0, 1]]  # the duplicate counts twice
     assert opt.action_tables == [[1, 2, 3, 4]]  # the constant-1 bit shifted the table
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_fast_executor_matches_reference_on_random_graphs(seed, tmp_path, monkeypatch):
+    from dwc.ir.fast import FastExecutor
+    monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
+    g = random_graph(seed)
+    q = inputs_for(g, 300, seed)  # 302 samples: four full 64-sample words and a partial one
+    fast = FastExecutor(g)
+    assert np.array_equal(fast.popcounts(q), ref.popcounts(g, q))
+    assert np.array_equal(fast.actions_int(q), ref.actions_int(g, q))
+    opt, _ = optimize(g)
+    assert np.array_equal(FastExecutor(opt).actions_int(q), ref.actions_int(g, q))

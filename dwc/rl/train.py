@@ -91,9 +91,8 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
     result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True)
     if frozen:
         from ..compile import freeze_run
-        from ..ir import reference
-        graph = freeze_run(Path(run_dir))
-        result["frozen"] = evaluate(lambda obs: reference.act(graph, obs)[0], cfg.env, episodes, seed,
-                                    progress=progress)
+        from ..ir.fast import FastExecutor
+        circuit = FastExecutor(freeze_run(Path(run_dir)))  # bit-exact with the reference executor
+        result["frozen"] = evaluate(lambda obs: circuit.act(obs)[0], cfg.env, episodes, seed, progress=progress)
     write_json(Path(run_dir) / "eval.json", result)
     return result
