@@ -233,8 +233,10 @@ def cmd_compile(args) -> int:
         for p in rows:
             arity = " ".join(f"{k}:{v}" for k, v in p["luts_per_arity"].items())
             print(f"{p['pass']:<28}{p['comparators']:>12}{p['luts']:>8}  {str(p['luts_per_layer']):<16} {arity}")
-        c = r["counts"]
+        c, i = r["counts"], r["inputs"]
         print(f"wrote {r['graph']}: popcounts {c['popcount_sizes']} ({r['seconds']:.2f} s)")
+        print(f"inputs: {i['comparators_used']} comparators read, unused dims {i['dims_unused'] or 'none'}; "
+              f"heat map {i['heatmap']}")
     return 0
 
 

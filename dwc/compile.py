@@ -8,6 +8,7 @@ from .errors import UserError
 from .ir import Graph
 from .ir.freeze import freeze
 from .ir.passes import optimize
+from .ir.report import heatmap_png, input_usage
 from .rl.run import write_json
 
 
@@ -32,6 +33,11 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16) 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "graph.json")
+    usage = input_usage(frozen, graph, frozen.meta["thermometer_bits"])
+    write_json(out / "inputs_report.json", usage)
+    heatmap_png(usage, out / "inputs_heatmap.png",
+                f"{graph.meta['env']}: {usage['comparators_used']} of {usage['comparators_possible']} "
+                f"comparators read (grey: unused)")
     report = {
         "graph": str(out / "graph.json"),
         "env": graph.meta["env"],
@@ -39,6 +45,8 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16) 
         "passes": passes,  # counts after each pass, from the frozen graph ("input") to the end
         "obs_formats": [{"width": f.width, "frac": f.frac} for f in graph.obs_formats],
         "action_format": {"width": graph.action_format.width, "frac": graph.action_format.frac},
+        "inputs": {"comparators_used": usage["comparators_used"], "dims_unused": usage["dims_unused"],
+                   "report": str(out / "inputs_report.json"), "heatmap": str(out / "inputs_heatmap.png")},
         "seconds": round(time.perf_counter() - t0, 3),
     }
     write_json(out / "compile_report.json", report)

@@ -138,6 +138,11 @@ def test_compile_and_frozen_eval_cli(tmp_path, capsys):
     report = json.loads((tmp_path / "build" / "compile_report.json").read_text())
     assert report["counts"]["luts"] == sum(len(l) for l in graph.layers)
     assert report["passes"][0]["luts"] == 256 + 256 and report["passes"][-1]["luts"] <= 512
+    usage = json.loads((tmp_path / "build" / "inputs_report.json").read_text())
+    assert np.asarray(usage["grid"]).sum() == sum(l.arity for l in graph.layers[0])  # every first-layer input placed
+    assert usage["comparators_used"] == len(graph.comparators)
+    assert np.asarray(usage["grid"])[:, 0].sum() == 0  # threshold -10 sigma is always true: folded away
+    assert (tmp_path / "build" / "inputs_heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     policy = tmp_path / "policy"
     import shutil
     shutil.copytree(POLICY, policy)

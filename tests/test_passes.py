@@ -116,3 +116,11 @@ def test_fast_executor_matches_reference_on_random_graphs(seed, tmp_path, monkey
     assert np.array_equal(fast.actions_int(q), ref.actions_int(g, q))
     opt, _ = optimize(g)
     assert np.array_equal(FastExecutor(opt).actions_int(q), ref.actions_int(g, q))
+
+
+def test_identical_comparators_merge():
+    f = FixedFormat(8, 0)
+    comps = [Comparator(0, 5), Comparator(1, 3), Comparator(0, 5)]
+    g = Graph([f, f], comps, [[LUT([0, 1], 0b0110), LUT([2, 1], 0b1000)]], [[0, 1]], FixedFormat(8, 0), [[0, 1, 2]])
+    opt, _ = optimize(g)
+    assert len(opt.comparators) == 2 and same_function(g, opt, 0)

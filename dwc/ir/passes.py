@@ -147,11 +147,19 @@ def remove_dead_luts(g: Graph) -> Graph:
 
 
 def remove_unused_comparators(g: Graph) -> Graph:
-    """Comparators no first-layer LUT reads are removed."""
+    """Comparators no first-layer LUT reads are removed; identical ones (same dimension and
+    integer threshold, e.g. two thresholds that quantise alike) become one."""
     used = sorted({i for lut in g.layers[0] for i in lut.inputs})
-    index = {old: new for new, old in enumerate(used)}
+    first_of: dict[tuple, int] = {}
+    keep, index = [], {}
+    for i in used:
+        key = (g.comparators[i].dim, g.comparators[i].threshold)
+        if key not in first_of:
+            first_of[key] = len(keep)
+            keep.append(g.comparators[i])
+        index[i] = first_of[key]
     first = [LUT([index[i] for i in lut.inputs], lut.table) for lut in g.layers[0]]
-    return replace(g, comparators=[g.comparators[i] for i in used], layers=[first] + g.layers[1:])
+    return replace(g, comparators=keep, layers=[first] + g.layers[1:])
 
 
 PASSES = [
