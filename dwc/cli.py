@@ -218,12 +218,14 @@ def _add_compile(sub):
     p.add_argument("--out", type=Path, required=True, help="build directory")
     p.add_argument("--obs-width", type=int, default=16, help="observation fixed-point width in bits (default 16)")
     p.add_argument("--act-width", type=int, default=16, help="action fixed-point width in bits (default 16)")
+    p.add_argument("--onnx", action="store_true",
+                   help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def cmd_compile(args) -> int:
     from .compile import compile_run
-    r = compile_run(args.run, args.out, args.obs_width, args.act_width)
+    r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx)
     if args.json:
         print(json.dumps(r, indent=2))
     else:
@@ -237,6 +239,8 @@ def cmd_compile(args) -> int:
         print(f"wrote {r['graph']}: popcounts {c['popcount_sizes']} ({r['seconds']:.2f} s)")
         print(f"inputs: {i['comparators_used']} comparators read, unused dims {i['dims_unused'] or 'none'}; "
               f"heat map {i['heatmap']}")
+        if r["onnx"]:
+            print(f"ONNX model: {r['onnx']}")
     return 0
 
 

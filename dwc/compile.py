@@ -26,7 +26,7 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16) -> Graph:
     return freeze(actor, obs_width, act_width, meta)
 
 
-def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16) -> dict:
+def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False) -> dict:
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width)
     graph, passes = optimize(frozen)
@@ -38,6 +38,12 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16) 
     heatmap_png(usage, out / "inputs_heatmap.png",
                 f"{graph.meta['env']}: {usage['comparators_used']} of {usage['comparators_possible']} "
                 f"comparators read (grey: unused)")
+    if onnx:
+        try:
+            from .ir.onnx_export import export
+            export(graph, out / "policy.onnx")
+        except ImportError:
+            raise UserError("--onnx needs the onnx package: pip install 'dwc[onnx]'") from None
     report = {
         "graph": str(out / "graph.json"),
         "env": graph.meta["env"],
@@ -47,6 +53,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16) 
         "action_format": {"width": graph.action_format.width, "frac": graph.action_format.frac},
         "inputs": {"comparators_used": usage["comparators_used"], "dims_unused": usage["dims_unused"],
                    "report": str(out / "inputs_report.json"), "heatmap": str(out / "inputs_heatmap.png")},
+        "onnx": str(out / "policy.onnx") if onnx else None,
         "seconds": round(time.perf_counter() - t0, 3),
     }
     write_json(out / "compile_report.json", report)

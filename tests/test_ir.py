@@ -172,3 +172,21 @@ def test_fast_executor_on_the_trained_policy(shipped, tmp_path, monkeypatch):
                         extreme_observations(graph)])
     for g in (graph, optimize(graph)[0]):
         assert np.array_equal(FastExecutor(g).actions_int(q), ref.actions_int(graph, q))
+
+
+def test_onnx_export_matches_the_reference(shipped, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    actor, cfg, _ = shipped
+    assert main(["compile", str(POLICY), "--out", str(tmp_path), "--onnx"]) == 0
+    graph = Graph.load(tmp_path / "graph.json")
+    sess = ort.InferenceSession(str(tmp_path / "policy.onnx"), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(7)
+    q = np.concatenate([ref.quantize_obs(graph, rollout_observations(actor, cfg.env, 2000, seed=11)),
+                        rng.integers([f.min_int for f in graph.obs_formats], [f.max_int + 1 for f in graph.obs_formats],
+                                     (3000, graph.obs_dim)), extreme_observations(graph)])
+    x = (q * np.array([2.0 ** -f.frac for f in graph.obs_formats])).astype(np.float32)  # quantised inputs
+    action, pc = sess.run(["action", "popcounts"], {"obs": x})
+    assert np.array_equal(pc, ref.popcounts(graph, q))
+    assert np.array_equal(action, ref.act(graph, x).astype(np.float32))
+    raw = rng.normal(0, 2, (3000, graph.obs_dim)).astype(np.float32)  # and unquantised ones
+    assert np.array_equal(sess.run(["action"], {"obs": raw})[0], ref.act(graph, raw).astype(np.float32))
