@@ -206,6 +206,13 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
 def _add_compile(sub):
     p = sub.add_parser("compile", help="freeze a trained DWC into the integer LUT-graph IR",
                        description="Freeze a trained DWC run into BUILD/graph.json: fixed-point observation "
@@ -218,6 +225,9 @@ def _add_compile(sub):
     p.add_argument("--out", type=Path, required=True, help="build directory")
     p.add_argument("--obs-width", type=int, default=16, help="observation fixed-point width in bits (default 16)")
     p.add_argument("--act-width", type=int, default=16, help="action fixed-point width in bits (default 16)")
+    p.add_argument("--obs-frac", type=_int_list, metavar="F[,F...]",
+                   help="fractional bits of the observation, one value or one per dimension (default: sized "
+                        "from the training statistics so every threshold is representable)")
     p.add_argument("--onnx", action="store_true",
                    help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -225,7 +235,7 @@ def _add_compile(sub):
 
 def cmd_compile(args) -> int:
     from .compile import compile_run
-    r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx)
+    r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac)
     if args.json:
         print(json.dumps(r, indent=2))
     else:

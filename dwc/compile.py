@@ -12,10 +12,17 @@ from .ir.report import heatmap_png, input_usage
 from .rl.run import write_json
 
 
-def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16) -> Graph:
+def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: list[int] | None = None) -> Graph:
     """Load a run's actor and freeze it; a clear error for policies that cannot be frozen yet."""
     from .rl.train import load_actor
     actor, cfg, step = load_actor(run)
+    if obs_frac is not None:
+        if len(obs_frac) == 1:
+            obs_frac = obs_frac * actor.normalizer.mean.numel()
+        if len(obs_frac) != actor.normalizer.mean.numel():
+            raise UserError(f"--obs-frac: {len(obs_frac)} values for {actor.normalizer.mean.numel()} observation dims")
+        if any(not -32 <= f <= 32 for f in obs_frac):
+            raise UserError("--obs-frac values must be in -32..32")
     if cfg.actor.policy != "dwc":
         raise UserError(f"{run}: freezing a {cfg.actor.policy!r} policy is not supported yet (only dwc)")
     for name, w in (("--obs-width", obs_width), ("--act-width", act_width)):
@@ -23,12 +30,13 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16) -> Graph:
             raise UserError(f"{name} must be in 4..24, got {w}")
     meta = {"env": cfg.env, "policy": cfg.actor.policy, "source_run": str(run), "train_steps": int(step),
             "actor": cfg.actor.to_dict()}
-    return freeze(actor, obs_width, act_width, meta)
+    return freeze(actor, obs_width, act_width, meta, obs_frac)
 
 
-def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False) -> dict:
+def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False,
+                obs_frac: list[int] | None = None) -> dict:
     t0 = time.perf_counter()
-    frozen = freeze_run(run, obs_width, act_width)
+    frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

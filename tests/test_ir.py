@@ -190,3 +190,13 @@ def test_onnx_export_matches_the_reference(shipped, tmp_path):
     assert np.array_equal(action, ref.act(graph, x).astype(np.float32))
     raw = rng.normal(0, 2, (3000, graph.obs_dim)).astype(np.float32)  # and unquantised ones
     assert np.array_equal(sess.run(["action"], {"obs": raw})[0], ref.act(graph, raw).astype(np.float32))
+
+
+def test_user_formats_stay_bit_exact(shipped):
+    """A coarse user-chosen format saturates thresholds but the circuit still equals the model on
+    every representable observation."""
+    actor, _, _ = shipped
+    graph = freeze(actor, obs_width=8, obs_frac=[4, 2, 6, 0])
+    assert [f.frac for f in graph.obs_formats] == [4, 2, 6, 0]
+    q = np.stack(np.meshgrid(*[np.arange(-128, 128, 17)] * 4), -1).reshape(-1, 4)
+    assert_bit_exact(actor, graph, q)

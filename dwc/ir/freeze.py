@@ -22,7 +22,11 @@ from ..models.encoding import CLIP
 from .graph import LUT, Comparator, FixedFormat, Graph
 
 
-def obs_formats(actor: DWCActor, width: int = 16) -> list[FixedFormat]:
+def obs_formats(actor: DWCActor, width: int = 16, frac: list[int] | None = None) -> list[FixedFormat]:
+    """Per dimension: ``width`` bits, fractional bits from the training statistics unless ``frac``
+    overrides them (any format stays bit-exact; a coarse one only saturates more thresholds)."""
+    if frac is not None:
+        return [FixedFormat(width, f) for f in frac]
     mean = actor.normalizer.mean.double()
     std = torch.sqrt(actor.normalizer.var + actor.normalizer.eps).double()
     reach = torch.maximum((mean - CLIP * std).abs(), (mean + CLIP * std).abs())
@@ -71,11 +75,12 @@ def action_tables(actor: DWCActor, fmt: FixedFormat) -> list[list[int]]:
     return [fmt.quantize(acts[:, a].numpy()).tolist() for a in range(head.actions)]
 
 
-def freeze(actor: DWCActor, obs_width: int = 16, act_width: int = 16, meta: dict | None = None) -> Graph:
+def freeze(actor: DWCActor, obs_width: int = 16, act_width: int = 16, meta: dict | None = None,
+           obs_frac: list[int] | None = None) -> Graph:
     if not isinstance(actor, DWCActor):
         raise TypeError(f"freeze needs a DWC actor, got {type(actor).__name__}")
     actor = actor.cpu().eval()
-    formats = obs_formats(actor, obs_width)
+    formats = obs_formats(actor, obs_width, obs_frac)
     thresholds = integer_thresholds(actor, formats)
     bits = actor.encoder.bits
     comparators = [Comparator(d, int(thresholds[d, m])) for d in range(actor.encoder.dim) for m in range(bits)]
