@@ -217,8 +217,9 @@ def _add_compile(sub):
     p = sub.add_parser("compile", help="freeze a trained DWC into the integer LUT-graph IR",
                        description="Freeze a trained DWC run into BUILD/graph.json: fixed-point observation "
                                    "in, comparators with the normaliser folded in, LUT layers, popcounts and "
-                                   "action tables out, bit-exact with the PyTorch model on quantised inputs. "
-                                   "Also writes BUILD/compile_report.json.",
+                                   "action tables out, bit-exact with the PyTorch model on quantised inputs; "
+                                   "optimise it; emit the circuit as Verilog (BUILD/dwc_core.v, ports and "
+                                   "latency in BUILD/dwc_core.json). Also writes BUILD/compile_report.json.",
                        epilog="example:\n  dwc compile policies/inverted-pendulum-v5-dwc --out build/ip",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, help="run directory (dwc train) or exported policy")
@@ -228,6 +229,9 @@ def _add_compile(sub):
     p.add_argument("--obs-frac", type=_int_list, metavar="F[,F...]",
                    help="fractional bits of the observation, one value or one per dimension (default: sized "
                         "from the training statistics so every threshold is representable)")
+    p.add_argument("--pipeline", type=int, default=0,
+                   help="register stages inside the core: 0 = minimum latency (registered I/O around one "
+                        "combinational core, 2 cycles); each stage adds a cycle (default 0)")
     p.add_argument("--onnx", action="store_true",
                    help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -235,7 +239,8 @@ def _add_compile(sub):
 
 def cmd_compile(args) -> int:
     from .compile import compile_run
-    r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac)
+    r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
+                    pipeline=args.pipeline)
     if args.json:
         print(json.dumps(r, indent=2))
     else:
@@ -251,6 +256,9 @@ def cmd_compile(args) -> int:
               f"heat map {i['heatmap']}")
         if r["onnx"]:
             print(f"ONNX model: {r['onnx']}")
+        h = r["hdl"]
+        print(f"Verilog: {h['verilog']} (latency {h['latency_cycles']} cycles, ports in {h['ports']}, "
+              f"{h['seconds']:.1f} s)")
     return 0
 
 

@@ -33,8 +33,26 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
     return freeze(actor, obs_width, act_width, meta, obs_frac)
 
 
+def emit_verilog(graph: Graph, out: Path, pipeline: int) -> dict:
+    """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency)."""
+    from amaranth.back import verilog
+
+    from .rtl.core import DWCCore
+    try:
+        core = DWCCore(graph, pipeline)
+    except ValueError as e:
+        raise UserError(f"--pipeline: {e}") from None
+    t0 = time.perf_counter()
+    (out / "dwc_core.v").write_text(verilog.convert(core, name="dwc_core"))
+    ports = core.port_description()
+    write_json(out / "dwc_core.json", ports)
+    return {"verilog": str(out / "dwc_core.v"), "ports": str(out / "dwc_core.json"),
+            "latency_cycles": ports["latency_cycles"], "pipeline": pipeline,
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
 def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False,
-                obs_frac: list[int] | None = None) -> dict:
+                obs_frac: list[int] | None = None, pipeline: int = 0) -> dict:
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)
@@ -52,6 +70,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
             export(graph, out / "policy.onnx")
         except ImportError:
             raise UserError("--onnx needs the onnx package: pip install 'dwc[onnx]'") from None
+    hdl = emit_verilog(graph, out, pipeline)
     report = {
         "graph": str(out / "graph.json"),
         "env": graph.meta["env"],
@@ -62,6 +81,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
         "inputs": {"comparators_used": usage["comparators_used"], "dims_unused": usage["dims_unused"],
                    "report": str(out / "inputs_report.json"), "heatmap": str(out / "inputs_heatmap.png")},
         "onnx": str(out / "policy.onnx") if onnx else None,
+        "hdl": hdl,
         "seconds": round(time.perf_counter() - t0, 3),
     }
     write_json(out / "compile_report.json", report)

@@ -143,6 +143,8 @@ def test_compile_and_frozen_eval_cli(tmp_path, capsys):
     assert usage["comparators_used"] == len(graph.comparators)
     assert np.asarray(usage["grid"])[:, 0].sum() == 0  # threshold -10 sigma is always true: folded away
     assert (tmp_path / "build" / "inputs_heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "module dwc_core" in (tmp_path / "build" / "dwc_core.v").read_text()
+    assert json.loads((tmp_path / "build" / "dwc_core.json").read_text())["latency_cycles"] == 2
     policy = tmp_path / "policy"
     import shutil
     shutil.copytree(POLICY, policy)
