@@ -87,12 +87,13 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
     dev = resolve_device(device)
     actor, cfg, step = load_actor(run_dir, str(dev))
     seed = cfg.seed + EVAL_SEED_OFFSET if seed is None else seed
-    result = evaluate(actor_act_fn(actor, dev), cfg.env, episodes, seed, progress=progress)
-    result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True)
-    if frozen:
+    if frozen:  # freeze first: a policy that cannot be frozen fails before any episode runs
         from ..compile import freeze_run
         from ..ir.fast import FastExecutor
         circuit = FastExecutor(freeze_run(Path(run_dir)))  # bit-exact with the reference executor
+    result = evaluate(actor_act_fn(actor, dev), cfg.env, episodes, seed, progress=progress)
+    result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True)
+    if frozen:
         result["frozen"] = evaluate(lambda obs: circuit.act(obs)[0], cfg.env, episodes, seed, progress=progress)
     write_json(Path(run_dir) / "eval.json", result)
     return result
