@@ -35,15 +35,13 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
 
 def emit_verilog(graph: Graph, out: Path, pipeline: int) -> dict:
     """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency)."""
-    from amaranth.back import verilog
-
-    from .rtl.core import DWCCore
+    from .rtl.core import DWCCore, to_verilog
     try:
-        core = DWCCore(graph, pipeline)
+        core = DWCCore(graph, pipeline, cells="verilog")
     except ValueError as e:
         raise UserError(f"--pipeline: {e}") from None
     t0 = time.perf_counter()
-    (out / "dwc_core.v").write_text(verilog.convert(core, name="dwc_core"))
+    (out / "dwc_core.v").write_text(to_verilog(core))
     ports = core.port_description()
     write_json(out / "dwc_core.json", ports)
     return {"verilog": str(out / "dwc_core.v"), "ports": str(out / "dwc_core.json"),
