@@ -97,6 +97,8 @@ def popcount(m: Module, bits: list, name: str, cells: str):
     width = max(1, len(bits).bit_length())
     if not bits:
         return Const(0, width)
+    adders: list = []
+
     def add(a, b):
         if len(a) == len(b) or cells == "native":
             return a + b
@@ -108,8 +110,6 @@ def popcount(m: Module, bits: list, name: str, cells: str):
             "dwc_add", p_W=w, i_a=Cat(a, Const(0, w - len(a))), i_b=Cat(b, Const(0, w - len(b))), o_y=y)
         adders.append(y)
         return y
-
-    adders: list = []
 
     level = list(bits)
     while len(level) > 1:
