@@ -67,9 +67,8 @@ def export_policy(run_dir: Path, out: Path) -> dict:
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out} already exists and is not empty")
     out.mkdir(parents=True, exist_ok=True)
-    ckpt = load_checkpoint(run_dir / CHECKPOINT)
     slim = {"step": step, "config": cfg.to_dict(), "actor": actor.inference_state_dict(),
-            "obs_dim": ckpt["obs_dim"], "act_dim": ckpt["act_dim"]}
+            "obs_dim": actor.normalizer.mean.numel(), "act_dim": actor.action_scale.numel()}
     torch.save(slim, out / CHECKPOINT)
     write_json(out / "config.json", cfg.to_dict())
     for name in ("eval.json", "metrics.jsonl", COMMANDS):
