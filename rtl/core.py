@@ -1,8 +1,9 @@
 """The DWC core in Amaranth: fixed-point observation in, fixed-point action out, built from the IR.
 
 Vendor-neutral (plain logic and registers, no FPGA primitives). Components, in data-flow order:
-comparator bank -> LUT layers -> popcount trees -> action tables, wrapped by :class:`DWCCore` with
-a valid-in / valid-out handshake and a pipelining knob.
+:class:`ComparatorBank` -> :class:`LUTLayer` (one per IR layer) -> :class:`Popcount` (one per action)
+-> :class:`ActionTable` (one per action), composed by :class:`DWCCore` with a valid-in / valid-out
+handshake and a pipelining knob.
 
 Timing contract: ``obs`` and ``valid_in`` are sampled on a rising edge; ``action``/``valid_out``
 show the result ``latency`` edges later (``DWCCore.latency``); a new observation may enter every
@@ -16,6 +17,8 @@ from amaranth import Array, Cat, Const, Module, Signal, signed
 from amaranth.hdl import Instance
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
+
+from dwc.ir.graph import LUT, Graph
 
 # Leaf cells for the emitted Verilog: plain, vendor-neutral modules whose parameters keep their full
 # width, so the output lints clean in Verilator (Amaranth narrows constant operands, which Verilator
@@ -38,6 +41,12 @@ module dwc_add #(parameter integer W = 1) (input [W-1:0] a, input [W-1:0] b, out
 endmodule
 """,
 }
+CELLS = ("native", "verilog")
+
+
+def _check_cells(cells: str) -> None:
+    if cells not in CELLS:
+        raise ValueError("cells must be 'native' (Amaranth simulation) or 'verilog' (emission)")
 
 
 def to_verilog(core: "DWCCore") -> str:
@@ -45,8 +54,6 @@ def to_verilog(core: "DWCCore") -> str:
     from amaranth.back import verilog
     text = verilog.convert(core, name="dwc_core")
     return text + "".join(body for name, body in CELLS_VERILOG.items() if f"{name} #(" in text)
-
-from dwc.ir.graph import Graph
 
 
 def obs_layout(g: Graph) -> data.StructLayout:
@@ -57,77 +64,116 @@ def action_layout(g: Graph) -> data.StructLayout:
     return data.StructLayout({f"a{a}": signed(g.action_format.width) for a in range(g.action_dim)})
 
 
-def comparator_bank(m: Module, g: Graph, obs, cells: str) -> Signal:
-    """Thermometer bits: bit c = obs[dim_c] >= threshold_c (signed compare against a constant)."""
-    bits = Signal(max(1, len(g.comparators)), name="cmp_bits")
-    for c, comp in enumerate(g.comparators):
-        f = g.obs_formats[comp.dim]
-        x = obs[f"o{comp.dim}"]
-        if comp.threshold > f.max_int:
-            m.d.comb += bits[c].eq(0)
-        elif comp.threshold <= f.min_int:
-            m.d.comb += bits[c].eq(1)
-        elif cells == "native":
-            m.d.comb += bits[c].eq(x >= Const(comp.threshold, signed(f.width)))
-        else:
-            m.submodules[f"cmp{c}"] = Instance("dwc_cmp", p_W=f.width, p_T=Const(comp.threshold, signed(f.width)),
-                                               i_x=x, o_o=bits[c])
-    return bits
+def count_width(n: int) -> int:
+    """Bits of a popcount over ``n`` inputs."""
+    return max(1, n.bit_length())
 
 
-def lut_layer(m: Module, layer, inputs: Signal, name: str, cells: str) -> Signal:
-    """Each LUT: its truth table as a constant, one bit selected by the input bits (one LUT of a
-    6-input-LUT fabric; one line of Verilog each, so emission stays fast)."""
-    out = Signal(len(layer), name=name)
-    for j, lut in enumerate(layer):
-        if lut.arity == 0:
-            m.d.comb += out[j].eq(lut.table & 1)
-            continue
-        addr = Cat(*(inputs[i] for i in lut.inputs))
-        if cells == "native":
-            m.d.comb += out[j].eq(Const(lut.table, 1 << lut.arity).bit_select(addr, 1))
-        else:
-            m.submodules[f"{name}_lut{j}"] = Instance("dwc_lut", p_N=lut.arity, p_INIT=Const(lut.table, 1 << lut.arity),
-                                                      i_a=addr, o_o=out[j])
-    return out
+class ComparatorBank(wiring.Component):
+    """Thermometer bits: ``bits[c] = obs[dim_c] >= threshold_c`` (signed compare with a constant)."""
+
+    def __init__(self, graph: Graph, cells: str = "native"):
+        _check_cells(cells)
+        self.graph, self.cells = graph, cells
+        super().__init__({"obs": In(obs_layout(graph)), "bits": Out(max(1, len(graph.comparators)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        for c, comp in enumerate(self.graph.comparators):
+            f = self.graph.obs_formats[comp.dim]
+            x = self.obs[f"o{comp.dim}"]
+            if comp.threshold > f.max_int:  # constant comparators survive only in unoptimised graphs
+                m.d.comb += self.bits[c].eq(0)
+            elif comp.threshold <= f.min_int:
+                m.d.comb += self.bits[c].eq(1)
+            elif self.cells == "native":
+                m.d.comb += self.bits[c].eq(x >= Const(comp.threshold, signed(f.width)))
+            else:
+                m.submodules[f"cmp{c}"] = Instance("dwc_cmp", p_W=f.width, p_T=Const(comp.threshold, signed(f.width)),
+                                                   i_x=x, o_o=self.bits[c])
+        return m
 
 
-def popcount(m: Module, bits: list, name: str, cells: str):
-    """A balanced adder tree; result width = bits needed for len(bits)."""
-    width = max(1, len(bits).bit_length())
-    if not bits:
-        return Const(0, width)
-    adders: list = []
+class LUTLayer(wiring.Component):
+    """One IR layer: each LUT's truth table as a constant, one bit selected by its input bits."""
 
-    def add(a, b):
-        if len(a) == len(b) or cells == "native":
-            return a + b
-        # Unequal widths: Amaranth emits the narrower operand unextended (a Verilator WIDTH warning);
-        # a port connection keeps the explicit zero-extension.
-        w = max(len(a), len(b))
-        y = Signal(w + 1)
-        m.submodules[f"{name}_add{len(adders)}"] = Instance(
-            "dwc_add", p_W=w, i_a=Cat(a, Const(0, w - len(a))), i_b=Cat(b, Const(0, w - len(b))), o_y=y)
-        adders.append(y)
-        return y
+    def __init__(self, luts: list[LUT], n_inputs: int, cells: str = "native"):
+        _check_cells(cells)
+        self.luts, self.cells = luts, cells
+        super().__init__({"inp": In(max(1, n_inputs)), "out": Out(max(1, len(luts)))})
 
-    level = list(bits)
-    while len(level) > 1:
-        nxt = [add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level = nxt
-    total = Signal(width, name=name)
-    m.d.comb += total.eq(level[0])
-    return total
+    def elaborate(self, platform):
+        m = Module()
+        for j, lut in enumerate(self.luts):
+            if lut.arity == 0:
+                m.d.comb += self.out[j].eq(lut.table & 1)
+                continue
+            addr = Cat(*(self.inp[i] for i in lut.inputs))
+            if self.cells == "native":
+                m.d.comb += self.out[j].eq(Const(lut.table, 1 << lut.arity).bit_select(addr, 1))
+            else:
+                m.submodules[f"lut{j}"] = Instance("dwc_lut", p_N=lut.arity, p_INIT=Const(lut.table, 1 << lut.arity),
+                                                   i_a=addr, o_o=self.out[j])
+        return m
+
+
+class Popcount(wiring.Component):
+    """Number of set bits among ``n`` inputs, as a balanced adder tree."""
+
+    def __init__(self, n: int, cells: str = "native"):
+        _check_cells(cells)
+        self.n, self.cells = n, cells
+        super().__init__({"inp": In(max(1, n)), "count": Out(count_width(n))})
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.n == 0:
+            return m  # count stays 0
+        adders = 0
+
+        def add(a, b):
+            nonlocal adders
+            if len(a) == len(b) or self.cells == "native":
+                return a + b
+            # Unequal widths: Amaranth emits the narrower operand unextended (a Verilator WIDTH
+            # warning); a port connection keeps the explicit zero-extension.
+            w = max(len(a), len(b))
+            y = Signal(w + 1, name=f"sum{adders}")
+            m.submodules[f"add{adders}"] = Instance(
+                "dwc_add", p_W=w, i_a=Cat(a, Const(0, w - len(a))), i_b=Cat(b, Const(0, w - len(b))), o_y=y)
+            adders += 1
+            return y
+
+        level = [self.inp[i] for i in range(self.n)]
+        while len(level) > 1:
+            nxt = [add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        m.d.comb += self.count.eq(level[0])
+        return m
+
+
+class ActionTable(wiring.Component):
+    """Popcount -> fixed-point action: the IR's per-action table (head, tanh and bounds folded in)."""
+
+    def __init__(self, entries: list[int], count_bits: int, width: int):
+        self.entries, self.width = list(entries), width
+        super().__init__({"count": In(count_bits), "action": Out(signed(width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        entries = self.entries + self.entries[-1:] * ((1 << len(self.count)) - len(self.entries))
+        table = Array(Const(v, signed(self.width)) for v in entries)  # unreachable codes: a full case
+        m.d.comb += self.action.eq(table[self.count])
+        return m
 
 
 class DWCCore(wiring.Component):
     """The whole policy circuit with a valid handshake; ``latency`` cycles from input to output."""
 
     def __init__(self, graph: Graph, pipeline: int = 0, cells: str = "native"):
-        if cells not in ("native", "verilog"):
-            raise ValueError("cells must be 'native' (Amaranth simulation) or 'verilog' (emission)")
+        _check_cells(cells)
         self.graph, self.cells = graph, cells
         self.cuts = len(graph.layers) + 2  # after comparators, after each layer, after popcounts
         if not 0 <= pipeline <= self.cuts:
@@ -141,7 +187,7 @@ class DWCCore(wiring.Component):
         return 2 + self.pipeline
 
     def elaborate(self, platform):
-        g = self.graph
+        g, cells = self.graph, self.cells
         m = Module()
         stage = 0
         obs = Signal(obs_layout(g), name="obs_r")
@@ -154,27 +200,33 @@ class DWCCore(wiring.Component):
             stage += 1
             if stage > self.pipeline:
                 return sig
-            reg = Signal(sig.shape(), name=name)
+            reg = Signal(len(sig), name=name)
             v = Signal(name=f"{name}_valid")
             m.d.sync += [reg.eq(sig), v.eq(valid)]
             valid = v
             return reg
 
-        bits = cut(comparator_bank(m, g, obs, self.cells), "cmp_r")
-        for l, layer in enumerate(g.layers):
-            bits = cut(lut_layer(m, layer, bits, f"layer{l}", self.cells), f"layer{l}_r")
-        counts = [popcount(m, [bits[i] for i in grp], f"pop{a}", self.cells) for a, grp in enumerate(g.groups)]
-        counts = cut(Cat(*counts), "pop_r")
-        offset = 0
-        action = Signal(action_layout(g), name="action_c")
+        m.submodules.comparators = bank = ComparatorBank(g, cells)
+        m.d.comb += bank.obs.eq(obs)
+        bits = cut(bank.bits, "cmp_r")
+        for l, luts in enumerate(g.layers):
+            m.submodules[f"layer{l}"] = layer = LUTLayer(luts, len(bits), cells)
+            m.d.comb += layer.inp.eq(bits)
+            bits = cut(layer.out, f"layer{l}_r")
+        counts = []
         for a, grp in enumerate(g.groups):
-            width = max(1, len(grp).bit_length())
-            p = counts[offset:offset + width]
+            m.submodules[f"pop{a}"] = pop = Popcount(len(grp), cells)
+            if grp:
+                m.d.comb += pop.inp.eq(Cat(*(bits[i] for i in grp)))
+            counts.append(pop.count)
+        counts = cut(Cat(*counts), "pop_r")
+        action = Signal(action_layout(g), name="action_c")
+        offset = 0
+        for a, grp in enumerate(g.groups):
+            width = count_width(len(grp))
+            m.submodules[f"table{a}"] = table = ActionTable(g.action_tables[a], width, g.action_format.width)
+            m.d.comb += [table.count.eq(counts[offset:offset + width]), action[f"a{a}"].eq(table.action)]
             offset += width
-            entries = list(g.action_tables[a])
-            entries += entries[-1:] * ((1 << width) - len(entries))  # unreachable codes: a full case
-            table = Array(Const(v, signed(g.action_format.width)) for v in entries)
-            m.d.comb += action[f"a{a}"].eq(table[p])
         m.d.sync += [self.action.eq(action), self.valid_out.eq(valid)]
         return m
 
