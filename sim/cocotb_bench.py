@@ -1,0 +1,131 @@
+"""cocotb tests run inside the simulator on the emitted core (or its synthesised netlist).
+
+The host side (``dwc.sim.runner``) writes a job file (``DWC_JOB``) and reads the results file the
+tests write; all comparing against the reference happens on the host.
+
+- ``vectors``: integer observations streamed one per cycle; every action recorded with its cycle.
+- ``closed_loop``: MuJoCo episodes whose every action comes from the circuit.
+
+Inputs are driven after the falling edge and sampled at the rising edge; outputs are read once the
+rising edge has settled (ReadOnly). An observation driven before edge e whose action is visible after
+edge e + L has latency L (the Amaranth-simulator bench uses the same convention).
+"""
+import json
+import os
+import time
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
+
+def pack(values, fields) -> int:
+    word = 0
+    for v, f in zip(values, fields):
+        word |= (int(v) & ((1 << f["width"]) - 1)) << f["lsb"]
+    return word
+
+
+def unpack(word: int, fields) -> list[int]:
+    out = []
+    for f in fields:
+        v = (word >> f["lsb"]) & ((1 << f["width"]) - 1)
+        out.append(v - (1 << f["width"]) if f["signed"] and v >> (f["width"] - 1) else v)
+    return out
+
+
+async def start(dut):
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    dut.rst.value = 1
+    dut.valid_in.value = 0
+    dut.obs.value = 0
+    for _ in range(2):
+        await RisingEdge(dut.clk)
+    dut.rst.value = 0
+
+
+def job() -> dict:
+    with open(os.environ["DWC_JOB"]) as f:
+        return json.load(f)
+
+
+def save(name: str, result: dict) -> None:
+    path = job()["results"][name]
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f)
+    os.replace(path + ".tmp", path)
+
+
+@cocotb.test()
+async def vectors(dut):
+    j = job()
+    if "vectors" not in j:
+        return
+    ports = j["ports"]
+    obs_fields, act_fields = ports["inputs"]["obs"], ports["outputs"]["action"]
+    with open(j["vectors"]) as f:
+        vecs = json.load(f)
+    await start(dut)
+    results, accepted, cycle, sent = [], [], 0, 0
+    limit = len(vecs) + 4 * ports["latency_cycles"] + 20
+    while len(results) < len(vecs) and cycle < limit:
+        await FallingEdge(dut.clk)
+        feeding = sent < len(vecs)
+        if feeding:
+            dut.obs.value = pack(vecs[sent], obs_fields)
+            accepted.append(cycle)
+            sent += 1
+        dut.valid_in.value = int(feeding)
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        cycle += 1
+        if int(dut.valid_out.value):
+            results.append({"cycle": cycle, "action": unpack(int(dut.action.value), act_fields)})
+    save("vectors", {"results": results, "accepted": accepted})
+
+
+@cocotb.test()
+async def closed_loop(dut):
+    """Each step: drive the quantised observation for one cycle, wait for valid_out, read the action,
+    step MuJoCo with it. The simulator is paused while Python runs, so env time costs no cycles."""
+    j = job()
+    if "closed_loop" not in j:
+        return
+    from dwc.ir import Graph
+    from dwc.sim.closed_loop import Episode, make_env
+
+    cl, ports = j["closed_loop"], j["ports"]
+    obs_fields, act_fields = ports["inputs"]["obs"], ports["outputs"]["action"]
+    graph = Graph.load(cl["graph"])
+    env = make_env(cl["env"], graph)
+    await start(dut)
+    limit = 4 * ports["latency_cycles"] + 20
+    episodes, latencies, done = [], [], 0
+    t0 = time.perf_counter()
+    for seed in cl["seeds"]:
+        ep = Episode(env, graph, seed, cl.get("max_steps"))
+        while not ep.done:
+            await FallingEdge(dut.clk)
+            dut.obs.value = pack(ep.q, obs_fields)
+            dut.valid_in.value = 1
+            cycles = 0
+            while True:
+                await RisingEdge(dut.clk)
+                await ReadOnly()
+                cycles += 1
+                if int(dut.valid_out.value) or cycles >= limit:
+                    break
+                await FallingEdge(dut.clk)
+                dut.valid_in.value = 0
+            if cycles >= limit:
+                raise RuntimeError(f"no valid_out within {limit} cycles at step {len(ep.actions)}")
+            latencies.append(cycles)
+            ep.step(unpack(int(dut.action.value), act_fields))
+            done += 1
+            if done % 250 == 0:
+                with open(j["progress"], "w") as f:  # read by the host's progress bar
+                    f.write(str(done))
+        episodes.append(ep.record())
+    seconds = time.perf_counter() - t0
+    env.close()
+    save("closed_loop", {"episodes": episodes, "latency": sorted(set(latencies)), "seconds": seconds})

