@@ -21,7 +21,7 @@ import torch
 
 from dwc.ir import reference
 from dwc.ir.fast import FastExecutor
-from dwc.ir.freeze import freeze
+from dwc.ir.freeze import freeze, untrained_graph
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
 
@@ -45,13 +45,10 @@ def main() -> None:
         from dwc.rl.train import load_actor
         actor, cfg, _ = load_actor(args.policy)
         obs_dim, act_dim = actor.encoder.dim, actor.head.actions
+        graph, _ = optimize(freeze(actor))
     else:
         obs_dim, act_dim = 11, 3
-        torch.manual_seed(0)
-        actor = build_actor(ActorConfig(), obs_dim, act_dim, [-1] * act_dim, [1] * act_dim)
-        actor.normalizer.update(torch.randn(1000, obs_dim, dtype=torch.float64))
-        actor.eval()
-    graph, _ = optimize(freeze(actor))
+        graph = untrained_graph(obs_dim, act_dim)
     mlp = build_actor(ActorConfig(policy="mlp"), obs_dim, act_dim, [-1] * act_dim, [1] * act_dim).eval()
     fast = FastExecutor(graph)
     rng = np.random.default_rng(0)

@@ -76,3 +76,30 @@ def test_clear_errors(tmp_path, build, capsys):
     assert "not a dwc compile output" in capsys.readouterr().err
     assert main(["verify", str(build), "--env", "Hopper-v5", "--episodes", "1"]) == 2
     assert "observation" in capsys.readouterr().err
+
+
+def published_size_build(tmp_path) -> Path:
+    """An untrained DWC of the published size (2 x 1024 LUT6, B = 63) at Hopper-v5's dimensions."""
+    from dwc.compile import emit_verilog
+    from dwc.ir.freeze import untrained_graph
+    g = untrained_graph(11, 3, env="Hopper-v5")
+    assert g.counts()["luts"] > 2000 and g.counts()["comparators"] > 600
+    g.save(tmp_path / "graph.json")
+    emit_verilog(g, tmp_path, pipeline=1)
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_published_size_in_verilator(tmp_path):
+    build = published_size_build(tmp_path)
+    code, r = verify(build, "--episodes", "3", "--vectors", "1000")
+    assert code == 0 and r["mismatches"] == 0 and r["steps"] > 0
+    assert r["return_rtl"] == r["return_ref"] and r["designs"]["rtl"]["vector_latency"] == [3]
+
+
+@pytest.mark.slow
+def test_published_size_netlist(tmp_path):
+    build = published_size_build(tmp_path)
+    code, r = verify(build, "--netlist", "--episodes", "1", "--vectors", "500")
+    assert code == 0 and r["designs"]["netlist"]["vector_mismatches"] == 0
+    assert r["designs"]["netlist"]["return_rtl"] == r["return_ref"]

@@ -97,3 +97,18 @@ def freeze(actor: DWCActor, obs_width: int = 16, act_width: int = 16, meta: dict
     graph.meta.setdefault("thermometer_bits", bits)
     graph.validate()
     return graph
+
+
+def untrained_graph(obs_dim: int, act_dim: int, config=None, seed: int = 0, env: str | None = None) -> Graph:
+    """The frozen, optimised graph of an untrained DWC (published size unless ``config`` says otherwise):
+    what benchmarks use where cost depends on the circuit's shape, not on what it learned. The
+    normaliser sees standard-normal observations so the thresholds spread as after training."""
+    import torch
+
+    from ..models import ActorConfig, build_actor
+    from .passes import optimize
+    torch.manual_seed(seed)
+    actor = build_actor(config or ActorConfig(), obs_dim, act_dim, [-1.0] * act_dim, [1.0] * act_dim)
+    actor.normalizer.update(torch.randn(1000, obs_dim, dtype=torch.float64))
+    graph, _ = optimize(freeze(actor.eval(), meta={"env": env, "policy": "dwc", "untrained": True}))
+    return graph
