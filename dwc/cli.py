@@ -18,6 +18,7 @@ stages:
   export  copy a trained policy's essentials (a few MB) into a folder, e.g. policies/
   compile freeze a trained DWC into the integer LUT-graph IR (BUILD/graph.json) and emit Verilog
   verify  run the Verilog in Verilator/Icarus against the IR: vectors + closed-loop MuJoCo episodes
+  synth   yosys + nextpnr for ECP5 / iCE40 (bitstream, Fmax) or Xilinx 7 (LUT estimate); report.json
 
 quick start (about 10 minutes on a 2-core laptop):
   dwc train --env InvertedPendulum-v5 --steps 15000 --learning-starts 2000 --width 256 --thermo-bits 31 --out runs/ip
@@ -307,6 +308,64 @@ def cmd_verify(args) -> int:
     return 0 if r["passed"] else 1
 
 
+SYNTH_HELP = """\
+examples:
+  dwc synth build/ip --target ecp5-25k                  # bitstream + report for an ECP5 25k
+  dwc synth build/ip --target xc7                       # LUT6/FF estimate (no place and route)
+  dwc synth build/ip --target ice40-up5k --freq 48
+
+Writes BUILD/synth/<target>/report.json (luts, ffs, fmax_mhz, latency_cycles, actions_per_s,
+bitstream, tool versions, the exact commands) and the tools' logs next to it. The core's resources
+are the core alone; place and route wraps it in a 5-pin serial shell (reported apart) so it fits
+any package. Open tools only (YoWASP yosys/nextpnr from PyPI); the first use of each compiles its
+WebAssembly (about a minute, cached).
+"""
+
+
+def _add_synth(sub):
+    from .fpga.synth import TARGETS
+    p = sub.add_parser("synth", help="synthesise, place and route the compiled core for an FPGA; bitstream + report",
+                       description="Synthesise the compiled core with yosys for an FPGA family, place and route it "
+                                   "with nextpnr, pack a bitstream, and report resources, Fmax and throughput.",
+                       epilog=SYNTH_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("build", type=Path, help="build directory written by dwc compile")
+    p.add_argument("--target", required=True, action="append", choices=list(TARGETS),
+                   help="FPGA target; repeat for several")
+    p.add_argument("--freq", type=float, default=100.0, help="clock to place and route for, in MHz (default 100)")
+    p.add_argument("--yosys-opts", default="", help="extra options for yosys' synth_* command, e.g. -nowidelut")
+    p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    p.add_argument("--json", action="store_true", help="print the reports as JSON")
+
+
+def cmd_synth(args) -> int:
+    from .fpga.synth import DoesNotFit, synth
+    from .verify import load_build
+    load_build(args.build)
+    if args.freq <= 0:
+        raise UserError("--freq must be > 0")
+    log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
+    reports, failed = [], False
+    for target in args.target:
+        try:
+            reports.append(synth(args.build, target, args.freq, args.yosys_opts, args.seed, log=log))
+        except DoesNotFit as e:
+            print(f"dwc synth: {e}", file=sys.stderr)
+            failed = True
+        except RuntimeError as e:
+            raise UserError(str(e)) from None
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    else:
+        print(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'util':>7}{'Fmax MHz':>10}{'latency':>9}{'actions/s':>12}  bitstream")
+        for r in reports:
+            fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
+            aps = f"{r['actions_per_s'] / 1e6:.1f} M" if r["actions_per_s"] else "-"
+            print(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{r['utilisation']:>7.0%}{fmax:>10}"
+                  f"{r['latency_cycles']:>8}c{aps:>12}  {r['bitstream'] or '(estimate only)'}")
+        print("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); Fmax from nextpnr's timing analysis")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     parser = argparse.ArgumentParser(prog="dwc", description=MAIN_HELP,
@@ -318,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(sub)
     _add_compile(sub)
     _add_verify(sub)
+    _add_synth(sub)
     return parser
 
 
@@ -331,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export,
-                "compile": cmd_compile, "verify": cmd_verify}[args.command](args)
+                "compile": cmd_compile, "verify": cmd_verify, "synth": cmd_synth}[args.command](args)
     except UserError as e:
         print(f"dwc {args.command}: error: {e}", file=sys.stderr)
         return 2

