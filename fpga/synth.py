@@ -52,7 +52,8 @@ def cell_counts(stat: dict, top: str) -> dict[str, int]:
     """Cell type -> count from ``stat -json`` for one module (hierarchy flattened)."""
     mods = stat.get("modules", {})
     mod = mods.get(top) or mods.get(f"\\{top}") or next(iter(mods.values()), {})
-    return {k.lstrip("\\$"): int(v) for k, v in mod.get("num_cells_by_type", {}).items()}
+    cells = {k.lstrip("\\$"): int(v) for k, v in mod.get("num_cells_by_type", {}).items()}
+    return {k: v for k, v in cells.items() if k != "scopeinfo"}  # hierarchy markers, not hardware
 
 
 def summarise(cells: dict[str, int], family: str) -> dict:

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dwc.ir import Graph
-from dwc.ir.reference import quantize_obs
 
 
 @dataclass
@@ -28,11 +27,16 @@ class Episode:
     done: bool = False
 
     def __post_init__(self):
+        # FixedFormat.quantize for all dims at once (the same float64 arithmetic, checked in tests):
+        # this runs once per closed-loop step, inside the simulator's Python.
+        f = self.graph.obs_formats
+        self._scale = np.array([2.0 ** x.frac for x in f])
+        self._lo, self._hi = np.array([x.min_int for x in f]), np.array([x.max_int for x in f])
         obs, _ = self.env.reset(seed=self.seed)
         self._set(obs)
 
     def _set(self, obs) -> None:
-        self.q = quantize_obs(self.graph, np.asarray(obs, dtype=np.float64))[0]
+        self.q = np.clip(np.rint(np.asarray(obs, dtype=np.float64) * self._scale), self._lo, self._hi).astype(np.int64)
 
     def step(self, action_int) -> None:
         action_int = [int(a) for a in action_int]

@@ -103,3 +103,20 @@ def test_published_size_netlist(tmp_path):
     code, r = verify(build, "--netlist", "--episodes", "1", "--vectors", "500")
     assert code == 0 and r["designs"]["netlist"]["vector_mismatches"] == 0
     assert r["designs"]["netlist"]["return_rtl"] == r["return_ref"]
+
+
+def test_episode_quantises_like_the_ir():
+    """The closed loop's vectorised quantiser equals FixedFormat.quantize (what the IR defines)."""
+    import gymnasium as gym
+    import numpy as np
+
+    from dwc.ir import reference as ref
+    from dwc.sim.closed_loop import Episode
+    from dwc.compile import freeze_run
+    g = freeze_run(POLICY)
+    env = gym.make("InvertedPendulum-v5")
+    ep = Episode(env, g, seed=0)
+    rng = np.random.default_rng(0)
+    for obs in np.concatenate([rng.normal(0, 3, (500, g.obs_dim)), [[1e9] * g.obs_dim, [-1e9] * g.obs_dim]]):
+        ep._set(obs)
+        assert np.array_equal(ep.q, ref.quantize_obs(g, obs)[0])

@@ -1,0 +1,46 @@
+"""``dwc synth``: real yosys + nextpnr + bitstream packing on a small core (the published size is
+far too slow for CI; scripts/bench_hw.py covers it)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from dwc.cli import main
+
+
+@pytest.fixture(scope="module")
+def small_build(tmp_path_factory):
+    """A small untrained DWC at InvertedPendulum's dimensions (2 x 32 LUT4, 7 thresholds per dim)."""
+    from dwc.compile import emit_verilog
+    from dwc.ir.freeze import untrained_graph
+    from dwc.models import ActorConfig
+    out = tmp_path_factory.mktemp("small")
+    g = untrained_graph(4, 1, ActorConfig(width=32, lut_inputs=4, thermo_bits=7), env="InvertedPendulum-v5")
+    g.save(out / "graph.json")
+    emit_verilog(g, out, pipeline=1)
+    return out
+
+
+@pytest.mark.parametrize("target", ["ecp5-25k", "ice40-up5k"])
+def test_synth_place_route_and_bitstream(small_build, target, capsys):
+    assert main(["synth", str(small_build), "--target", target, "--freq", "50"]) == 0
+    assert target in capsys.readouterr().out
+    r = json.loads((small_build / "synth" / target / "report.json").read_text())
+    assert r["luts"] > 0 and r["ffs"] > 0 and r["latency_cycles"] == 3
+    assert r["fmax_mhz"] > 20 and abs(r["actions_per_s"] - r["fmax_mhz"] * 1e6) < 1e4  # one action per cycle
+    bit = Path(r["bitstream"])
+    assert bit.exists() and bit.stat().st_size > 10_000
+    assert r["shell"]["ffs"] >= 4 * 16 + 16  # one FF per port bit, reported apart from the core
+    assert any("nextpnr" in c for c in r["commands"]) and all(r["tools"].values())
+
+
+def test_xc7_estimate(small_build):
+    assert main(["synth", str(small_build), "--target", "xc7"]) == 0
+    r = json.loads((small_build / "synth" / "xc7" / "report.json").read_text())
+    assert r["luts"] > 0 and r["bitstream"] is None and r["fmax_mhz"] is None
+    assert sum(r["core"]["lut_by_inputs"].values()) == r["luts"]
+
+
+def test_synth_errors(tmp_path, capsys):
+    assert main(["synth", str(tmp_path), "--target", "ecp5-25k"]) == 2
+    assert "not a dwc compile output" in capsys.readouterr().err
