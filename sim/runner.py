@@ -97,10 +97,10 @@ class Bench:
     on it. The build is reused while its sources are unchanged."""
 
     def __init__(self, sources: list[Path], ports: dict, build_dir: Path, sim: str = "verilator",
-                 waves: bool = False, warnings_fatal: bool = True):
+                 waves: bool = False, warnings_fatal: bool = True, toplevel: str = "dwc_core"):
         from cocotb_tools.runner import get_runner
         check_simulator(sim)
-        self.ports, self.sim, self.waves = ports, sim, waves
+        self.ports, self.sim, self.waves, self.toplevel = ports, sim, waves, toplevel
         self.build_dir = Path(build_dir).resolve()
         self.build_dir.mkdir(parents=True, exist_ok=True)
         self.runner = get_runner(sim)
@@ -114,7 +114,7 @@ class Bench:
             # optimisation takes minutes; unoptimised it builds ~5x faster and still runs fast enough.
             os.environ["MAKEFLAGS"] = f"{makeflags} OPT_FAST=-O0 OPT_SLOW=-O0".strip()
         try:
-            self.runner.build(sources=[str(s) for s in sources], hdl_toplevel="dwc_core", build_dir=str(self.build_dir),
+            self.runner.build(sources=[str(s) for s in sources], hdl_toplevel=toplevel, build_dir=str(self.build_dir),
                               build_args=args, timescale=("1ns", "1ps"), waves=waves, always=False, log_file=log)
         except RuntimeError:
             raise SimulationFailed(f"the {sim} build failed; last lines of {log}:\n{_tail(log)}") from None
@@ -123,10 +123,10 @@ class Bench:
 
     @property
     def wave_file(self) -> Path:
-        return self.build_dir / ("dump.vcd" if self.sim == "verilator" else "dwc_core.fst")
+        return self.build_dir / ("dump.vcd" if self.sim == "verilator" else f"{self.toplevel}.fst")
 
     def _run(self, job: dict, progress_total: int | None = None) -> dict:
-        names = [k for k in ("vectors", "closed_loop") if k in job]
+        names = [k for k in ("vectors", "closed_loop", "serial_shell") if k in job]
         job["results"] = {k: str(self.build_dir / f"{k}_results.json") for k in names}
         job["ports"] = self.ports
         job["progress"] = str(self.build_dir / "progress")
@@ -136,7 +136,7 @@ class Bench:
         log = self.build_dir / "sim.log"
         with _Progress(Path(job["progress"]), progress_total, names[0].replace("_", " ")):
             try:
-                self.runner.test(hdl_toplevel="dwc_core", test_module="dwc.sim.cocotb_bench",
+                self.runner.test(hdl_toplevel=self.toplevel, test_module="dwc.sim.cocotb_bench",
                                  build_dir=str(self.build_dir), test_dir=str(self.build_dir), timescale=("1ns", "1ps"),
                                  testcase=names, waves=self.waves, log_file=log,
                                  extra_env={"DWC_JOB": str(self.build_dir / "job.json"), "COCOTB_LOG_LEVEL": "WARNING"})
@@ -159,6 +159,12 @@ class Bench:
         actions = np.array([x["action"] for x in r["results"]], dtype=np.int64).reshape(-1, len(self.ports["outputs"]["action"]))
         latency = [x["cycle"] - a for x, a in zip(r["results"], r["accepted"])]
         return {"actions": actions, "latency": latency, "accepted": r["accepted"]}
+
+    def serial_shell(self, q: np.ndarray) -> np.ndarray:
+        """Actions for integer observations ``q`` through the serial shell (toplevel ``dwc_shell``)."""
+        (self.build_dir / "shell_vectors.json").write_text(json.dumps(np.asarray(q, dtype=np.int64).tolist()))
+        r = self._run({"serial_shell": str(self.build_dir / "shell_vectors.json")})["serial_shell"]
+        return np.array(r["actions"], dtype=np.int64).reshape(-1, len(self.ports["outputs"]["action"]))
 
     def closed_loop(self, graph_path: Path, env_id: str, seeds: list[int], max_steps: int | None = None,
                     progress_total: int | None = None) -> dict:
