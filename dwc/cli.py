@@ -23,6 +23,10 @@ stages:
 quick start (about 10 minutes on a 2-core laptop):
   dwc train --env InvertedPendulum-v5 --steps 15000 --learning-starts 2000 --width 256 --thermo-bits 31 --out runs/ip
   dwc eval runs/ip --episodes 10
+then to a circuit (a shipped policy works too: policies/inverted-pendulum-v5-dwc):
+  dwc compile runs/ip --out build/ip --pipeline 1     # IR + Verilog
+  dwc verify build/ip --episodes 3                    # Verilator, closed loop against the IR
+  dwc synth build/ip --target ecp5-25k                # bitstream + resources/Fmax report
 
 The defaults are the published circuit (2 x 1024 six-input LUTs, learnable wiring), sized for a
 GPU: on a CPU it trains at a few env-steps/s; --width 256 or --wiring random are far cheaper.
