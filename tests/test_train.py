@@ -65,6 +65,7 @@ def test_train_resume_eval(tmp_path, algo, policy, capsys):
 
     # export: a slim policy folder that evaluates to exactly the same returns
     assert main(["export", str(run), "--out", str(tmp_path / "policy")]) == 0
+    assert (tmp_path / "policy" / "learning_curve.png").stat().st_size > 5000
     assert main(["eval", str(tmp_path / "policy"), "--episodes", "3", "--json", "--no-progress"]) == 0
     capsys.readouterr()
     assert json.loads((tmp_path / "policy" / "eval.json").read_text())["returns"] == out["returns"]

@@ -162,3 +162,39 @@ class RunDir:
             self.bar.close()
         self._metrics.close()
         self.tb.close()
+
+
+def learning_curve_png(metrics: Path, path: Path, title: str = "") -> bool:
+    """Episodic return vs env step from a run's metrics.jsonl (raw points and a moving median);
+    False when the run logged no episodes."""
+    import json as _json
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    pts = []
+    with open(metrics) as f:
+        for line in f:
+            rec = _json.loads(line)
+            if "charts/episodic_return" in rec:
+                pts.append((rec["step"], rec["charts/episodic_return"]))
+    if not pts:
+        return False
+    steps, rets = np.array(pts).T
+    order = np.argsort(steps, kind="stable")
+    steps, rets = steps[order], rets[order]
+    k = max(1, len(rets) // 50)
+    smooth = [np.median(rets[max(0, i - k):i + k + 1]) for i in range(len(rets))]
+    fig, ax = plt.subplots(figsize=(5, 3), dpi=110)
+    ax.plot(steps, rets, ".", ms=1.5, alpha=0.3, color="tab:blue")
+    ax.plot(steps, smooth, color="tab:blue", lw=1.5)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episodic return (training)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True

@@ -10,7 +10,8 @@ from ..errors import UserError
 from ..models import build_actor
 from .common import actor_act_fn, evaluate, resolve_device
 from .envs import check_env_id
-from .run import CHECKPOINT, COMMANDS, RunDir, load_checkpoint, load_config, seed_everything, write_json
+from .run import (CHECKPOINT, COMMANDS, RunDir, learning_curve_png, load_checkpoint, load_config, seed_everything,
+                  write_json)
 
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse training seeds
 
@@ -74,6 +75,9 @@ def export_policy(run_dir: Path, out: Path) -> dict:
     for name in ("eval.json", "metrics.jsonl", COMMANDS):
         if (run_dir / name).exists():
             shutil.copy2(run_dir / name, out / name)
+    if (out / "metrics.jsonl").exists():
+        learning_curve_png(out / "metrics.jsonl", out / "learning_curve.png",
+                           f"{cfg.env}, {cfg.actor.policy} / {cfg.algo}, {step} steps")
     return {"out": str(out), "bytes": sum(f.stat().st_size for f in out.iterdir()), "step": step}
 
 
