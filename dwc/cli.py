@@ -19,6 +19,7 @@ stages:
   compile freeze a trained DWC into the integer LUT-graph IR (BUILD/graph.json) and emit Verilog
   verify  run the Verilog in Verilator/Icarus against the IR: vectors + closed-loop MuJoCo episodes
   synth   yosys + nextpnr for ECP5 / iCE40 (bitstream, Fmax) or Xilinx 7 (LUT estimate); report.json
+  policies  list the shipped pretrained policies (policies/) with their returns
 
 quick start (about 10 minutes on a 2-core laptop):
   dwc train --env InvertedPendulum-v5 --steps 15000 --learning-starts 2000 --width 256 --thermo-bits 31 --out runs/ip
@@ -370,6 +371,43 @@ def cmd_synth(args) -> int:
     return 1 if failed else 0
 
 
+POLICIES_DIR = Path(__file__).resolve().parent.parent / "policies"  # the repository's shipped policies
+
+
+def _add_policies(sub):
+    p = sub.add_parser("policies", help="list the shipped pretrained policies with their returns",
+                       description=f"List the policies shipped in {POLICIES_DIR} (each a run directory: "
+                                   "dwc eval, compile and verify work on it).")
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+
+
+def cmd_policies(args) -> int:
+    rows = []
+    for d in sorted(POLICIES_DIR.glob("*/config.json")):
+        d = d.parent
+        cfg = json.loads((d / "config.json").read_text())
+        ev = json.loads((d / "eval.json").read_text()) if (d / "eval.json").exists() else {}
+        a = cfg.get("actor", {})
+        size = (f"{a.get('layers')} x {a.get('width')} LUT{a.get('lut_inputs')}" if a.get("policy") == "dwc"
+                else f"MLP 2 x {a.get('hidden')}")
+        rows.append({"name": d.name, "path": str(d), "env": cfg.get("env"), "policy": a.get("policy"), "size": size,
+                     "algo": cfg.get("algo"), "steps": ev.get("train_steps"), "mean_return": ev.get("mean_return"),
+                     "std_return": ev.get("std_return"), "frozen_mean_return": ev.get("frozen", {}).get("mean_return"),
+                     "episodes": ev.get("episodes")})
+    if not rows:
+        raise UserError(f"no shipped policies found in {POLICIES_DIR}")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'policy':<26}{'env':<22}{'circuit':<18}{'steps':>8}{'return':>18}{'frozen':>9}")
+    for r in rows:
+        ret = f"{r['mean_return']:.1f} ± {r['std_return']:.1f}" if r["mean_return"] is not None else "-"
+        fr = f"{r['frozen_mean_return']:.1f}" if r["frozen_mean_return"] is not None else "-"
+        print(f"{r['name']:<26}{r['env']:<22}{r['size']:<18}{r['steps'] or '-':>8}{ret:>18}{fr:>9}")
+    print(f"(deterministic episodes; folders in {POLICIES_DIR})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     parser = argparse.ArgumentParser(prog="dwc", description=MAIN_HELP,
@@ -382,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compile(sub)
     _add_verify(sub)
     _add_synth(sub)
+    _add_policies(sub)
     return parser
 
 
@@ -395,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export,
-                "compile": cmd_compile, "verify": cmd_verify, "synth": cmd_synth}[args.command](args)
+                "compile": cmd_compile, "verify": cmd_verify, "synth": cmd_synth,
+                "policies": cmd_policies}[args.command](args)
     except UserError as e:
         print(f"dwc {args.command}: error: {e}", file=sys.stderr)
         return 2

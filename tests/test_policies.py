@@ -23,3 +23,14 @@ def test_shipped_policy_reproduces_its_eval(policy):
 def test_policies_are_small():
     for policy in POLICIES:
         assert sum(f.stat().st_size for f in policy.iterdir()) < 5e6, policy
+
+
+def test_dwc_policies_lists_them_with_their_returns(capsys):
+    from dwc.cli import main
+    assert main(["policies", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {p.name for p in POLICIES}
+    for p in POLICIES:
+        recorded = json.loads((p / "eval.json").read_text())
+        assert rows[p.name]["mean_return"] == recorded["mean_return"]
+        assert rows[p.name]["env"] == recorded["env"]
