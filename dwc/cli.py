@@ -337,7 +337,8 @@ def _add_synth(sub):
     p.add_argument("--target", required=True, action="append", choices=list(TARGETS),
                    help="FPGA target; repeat for several")
     p.add_argument("--freq", type=float, default=100.0, help="clock to place and route for, in MHz (default 100)")
-    p.add_argument("--yosys-opts", default="", help="extra options for yosys' synth_* command, e.g. -nowidelut")
+    p.add_argument("--yosys-opts", help="options for yosys' synth_* command, replacing the target's measured "
+                                        "default (ECP5: -cmp2softlogic; others: none), e.g. -nowidelut")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
 

@@ -27,7 +27,11 @@ from dwc.ir.graph import LUT, Graph
 CELLS_VERILOG = {
     "dwc_cmp": """
 module dwc_cmp #(parameter integer W = 16, parameter signed [W-1:0] T = 0) (input signed [W-1:0] x, output o);
-  assign o = x >= T;
+  // x >= T (signed) as an unsigned compare of both offset by 2^(W-1) (= sign bit flipped): FPGA
+  // flows can then map it to soft logic instead of a carry chain (yosys -cmp2softlogic on ECP5).
+  localparam [W-1:0] U = {~T[W-1], T[W-2:0]};
+  wire [W-1:0] u = {~x[W-1], x[W-2:0]};
+  assign o = u >= U;
 endmodule
 """,
     "dwc_lut": """
