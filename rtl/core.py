@@ -244,17 +244,20 @@ class DWCCore(wiring.Component):
         return m
 
     def port_description(self) -> dict:
-        """What a user wiring the core needs: ports, fixed-point formats, latency."""
-        g = self.graph
-        return {
-            "module": "dwc_core",
-            "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
-            "latency_cycles": self.latency, "initiation_interval": 1, "pipeline": self.pipeline,
-            "inputs": {"obs": [{"field": f"o{d}", "signed": True, "width": f.width, "frac": f.frac,
-                                "lsb": sum(x.width for x in g.obs_formats[:d])} for d, f in enumerate(g.obs_formats)],
-                       "valid_in": {"width": 1}},
-            "outputs": {"action": [{"field": f"a{a}", "signed": True, "width": g.action_format.width,
-                                    "frac": g.action_format.frac, "lsb": a * g.action_format.width}
-                                   for a in range(g.action_dim)],
-                        "valid_out": {"width": 1}},
-        }
+        return port_description(self.graph, self.pipeline)
+
+
+def port_description(g: Graph, pipeline: int) -> dict:
+    """What a user wiring the core needs: ports, fixed-point formats, latency (2 + pipeline)."""
+    return {
+        "module": "dwc_core",
+        "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
+        "latency_cycles": 2 + pipeline, "initiation_interval": 1, "pipeline": pipeline,
+        "inputs": {"obs": [{"field": f"o{d}", "signed": True, "width": f.width, "frac": f.frac,
+                            "lsb": sum(x.width for x in g.obs_formats[:d])} for d, f in enumerate(g.obs_formats)],
+                   "valid_in": {"width": 1}},
+        "outputs": {"action": [{"field": f"a{a}", "signed": True, "width": g.action_format.width,
+                                "frac": g.action_format.frac, "lsb": a * g.action_format.width}
+                               for a in range(g.action_dim)],
+                    "valid_out": {"width": 1}},
+    }
