@@ -334,8 +334,11 @@ def _add_synth(sub):
                                    "with nextpnr, pack a bitstream, and report resources, Fmax and throughput.",
                        epilog=SYNTH_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build", type=Path, help="build directory written by dwc compile")
-    p.add_argument("--target", required=True, action="append", choices=list(TARGETS),
+    p.add_argument("--target", action="append", choices=list(TARGETS), default=[],
                    help="FPGA target; repeat for several")
+    p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker"], default=[],
+                   help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
+                        "repeat for several")
     p.add_argument("--freq", type=float, default=100.0, help="clock to place and route for, in MHz (default 100)")
     p.add_argument("--yosys-opts", help="options for yosys' synth_* command, replacing the target's measured "
                                         "default (ECP5: -cmp2softlogic; others: none), e.g. -nowidelut")
@@ -349,6 +352,8 @@ def cmd_synth(args) -> int:
     load_build(args.build)
     if args.freq <= 0:
         raise UserError("--freq must be > 0")
+    if not args.target and not args.board:
+        raise UserError("give at least one --target or --board")
     log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
     reports, failed = [], False
     for target in args.target:
@@ -359,16 +364,28 @@ def cmd_synth(args) -> int:
             failed = True
         except RuntimeError as e:
             raise UserError(str(e)) from None
+    boards = []
+    for board in args.board:
+        from .fpga.boards import build_board
+        try:
+            boards.append(build_board(args.build, board, log=log))
+        except Exception as e:  # amaranth's build raises tool failures as plain exceptions
+            raise UserError(f"--board {board}: {e}") from None
     if args.json:
-        print(json.dumps(reports, indent=2))
+        print(json.dumps(reports + boards, indent=2))
     else:
-        print(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'util':>7}{'Fmax MHz':>10}{'latency':>9}{'actions/s':>12}  bitstream")
+        if reports:
+            print(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'util':>7}{'Fmax MHz':>10}{'latency':>9}{'actions/s':>12}  bitstream")
         for r in reports:
             fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
             aps = f"{r['actions_per_s'] / 1e6:.1f} M" if r["actions_per_s"] else "-"
             print(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{r['utilisation']:>7.0%}{fmax:>10}"
                   f"{r['latency_cycles']:>8}c{aps:>12}  {r['bitstream'] or '(estimate only)'}")
-        print("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); Fmax from nextpnr's timing analysis")
+        if reports:
+            print("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); Fmax from nextpnr's timing analysis")
+        for b in boards:
+            print(f"board {b['board']} ({b['device']}): clock {b['clock_mhz']:g} MHz, Fmax {b['fmax_mhz']} MHz, "
+                  f"UART {b['baud']} baud, latency {b['latency_cycles']} cycles; bitstream {b['bitstream']}")
     return 1 if failed else 0
 
 
