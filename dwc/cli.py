@@ -19,6 +19,7 @@ stages:
   compile freeze a trained DWC into the integer LUT-graph IR (BUILD/graph.json) and emit Verilog
   verify  run the Verilog in Verilator/Icarus against the IR: vectors + closed-loop MuJoCo episodes
   synth   yosys + nextpnr for ECP5 / iCE40 (bitstream, Fmax) or Xilinx 7 (LUT estimate); report.json
+  hil     episodes with every action from the circuit over its UART link: a board, or --sim
   policies  list the shipped pretrained policies (policies/) with their returns
 
 quick start (about 10 minutes on a 2-core laptop):
@@ -389,6 +390,61 @@ def cmd_synth(args) -> int:
     return 1 if failed else 0
 
 
+HIL_HELP = """\
+examples:
+  dwc hil build/ip --sim --episodes 2                         # board top's logic in Verilator
+  dwc hil build/ip --sim --inject garbage@3 --inject drop@10  # link faults: garbage|drop|corrupt @ step
+  dwc hil build/ip --port /dev/ttyUSB0 --baud 115200          # a board flashed by dwc synth --board
+
+Every action comes from the circuit over the UART protocol of dwc.rtl.link (0xA5 | observation |
+checksum -> 0x5A | action | on-chip latency | checksum); a lost or corrupted frame is resent after a
+timeout. Writes BUILD/hil_report.json: returns next to the reference executor's, on-chip latency in
+cycles, link time per step, retries. Exit 0 only when every action equals the reference's.
+"""
+
+
+def _add_hil(sub):
+    p = sub.add_parser("hil", help="hardware-in-the-loop episodes over the UART link (board or --sim)",
+                       description="Run MuJoCo episodes with every action computed by the circuit behind its "
+                                   "UART link, on a board or simulated.",
+                       epilog=HIL_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("build", type=Path, help="build directory written by dwc compile")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--sim", action="store_true", help="the board top's logic (core + UART link) in Verilator")
+    where.add_argument("--port", help="serial device of a programmed board, e.g. /dev/ttyUSB0")
+    p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200, as the board tops)")
+    p.add_argument("--env", help="Gymnasium env id (default: the policy's)")
+    p.add_argument("--episodes", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, help="cut each episode after this many steps")
+    p.add_argument("--inject", action="append", default=[], metavar="KIND@STEP",
+                   help="(--sim) inject a link fault before that step's frame: garbage, drop or corrupt")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def cmd_hil(args) -> int:
+    from .hil import hil
+    from .verify import load_build
+    load_build(args.build)
+    if args.episodes < 1 or args.baud < 1200:
+        raise UserError("--episodes must be >= 1 and --baud >= 1200")
+    log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
+    r = hil(args.build, args.env, args.episodes, args.seed, args.max_steps, args.sim, args.port, args.baud,
+            args.inject, log=log)
+    if args.json:
+        print(json.dumps(r, indent=2))
+    else:
+        for i, (a, b) in enumerate(zip(r["return_hil"], r["return_ref"])):
+            print(f"episode {i} (seed {r['seeds'][i]}): return over the link {a:.3f}, reference {b:.3f}")
+        print(f"{r['steps']} steps, {r['action_mismatches']} action mismatches, on-chip latency "
+              f"{r['latency_cycles_on_chip']} cycles (declared {r['latency_cycles_declared']}), "
+              f"{r['retries']} resent frames, faults injected {r['faults_injected'] or 'none'}")
+        print(f"link: {r['frame_bytes']['obs']} + {r['frame_bytes']['action']} bytes per step = "
+              f"{r['link_time_per_step_s_at_baud'] * 1e3:.2f} ms at {r['baud']} baud")
+        print(("PASS" if r["passed"] else "FAIL") + f"; report: {r['build']}/hil_report.json")
+    return 0 if r["passed"] else 1
+
+
 POLICIES_DIR = Path(__file__).resolve().parent.parent / "policies"  # the repository's shipped policies
 
 
@@ -438,6 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compile(sub)
     _add_verify(sub)
     _add_synth(sub)
+    _add_hil(sub)
     _add_policies(sub)
     return parser
 
@@ -453,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export,
                 "compile": cmd_compile, "verify": cmd_verify, "synth": cmd_synth,
-                "policies": cmd_policies}[args.command](args)
+                "hil": cmd_hil, "policies": cmd_policies}[args.command](args)
     except UserError as e:
         print(f"dwc {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -53,8 +53,8 @@ def _check_cells(cells: str) -> None:
         raise ValueError("cells must be 'native' (Amaranth simulation) or 'verilog' (emission)")
 
 
-def to_verilog(core: "DWCCore") -> str:
-    """The core as one flat Verilog module plus the leaf cells it instantiates.
+def to_verilog(core: "wiring.Component", name: str = "dwc_core") -> str:
+    """The core (or a design containing it) as one flat Verilog module plus the leaf cells it instantiates.
 
     Amaranth's own Verilog keeps each component as a module whose ports are split bit by bit (the
     LUTs read single bits); flattening them (Amaranth's RTLIL through the yosys it ships, the same
@@ -62,7 +62,7 @@ def to_verilog(core: "DWCCore") -> str:
     (``comparators.bits``, ``layer0.out``, ...), half the text, and faster simulator builds."""
     from amaranth._toolchain.yosys import find_yosys
     from amaranth.back import rtlil
-    text = rtlil.convert(core, name="dwc_core")
+    text = rtlil.convert(core, name=name)
     script = [f"read_rtlil <<rtlil\n{text}\nrtlil", "proc -nomux -norom", "flatten", "opt_clean",
               "write_verilog -norename -noattr"]
     text = find_yosys(lambda ver: ver >= (0, 40)).run(["-q", "-"], "\n".join(script), ignore_warnings=True)

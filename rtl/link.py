@@ -105,3 +105,10 @@ class PolicyLink(wiring.Component):
                     with m.If(count == self.act_bytes + 1):
                         m.next = "START"
         return m
+
+
+def link_verilog(graph, pipeline: int, divisor: int) -> str:
+    """The board top's logic (core + UART link, ports ``clk rst rx tx``) as Verilog module ``dwc_link``,
+    with the same leaf cells as ``dwc_core.v``: what ``dwc hil --sim`` runs in Verilator."""
+    from .core import DWCCore, to_verilog
+    return to_verilog(PolicyLink(DWCCore(graph, pipeline, cells="verilog"), divisor), name="dwc_link")

@@ -23,8 +23,9 @@ class UARTRx(wiring.Component):
         m.d.sync += [self.valid.eq(0), self.error.eq(0)]
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(~rx):  # start bit: sample the data bits in their middle
-                    m.d.sync += [timer.eq(self.divisor + self.divisor // 2 - 1), bits.eq(0)]
+                with m.If(~rx):  # start bit: sample the data bits in their middle (the input
+                    # register and this state already took ~2 cycles of the 1.5 bits to wait)
+                    m.d.sync += [timer.eq(max(0, self.divisor + self.divisor // 2 - 3)), bits.eq(0)]
                     m.next = "DATA"
             with m.State("DATA"):
                 with m.If(timer == 0):

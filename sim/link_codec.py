@@ -44,3 +44,18 @@ class ResponseParser:
             del self.buf[:1 + self.size]
             word = int.from_bytes(frame[:-2], "little")
             out.append((unpack(word, self.ports["outputs"]["action"]), frame[-2]))
+
+
+FAULTS = ("garbage", "drop", "corrupt")
+
+
+def faulty(frame: bytes, kind: str) -> bytes:
+    """A link fault for tests: garbage bytes before the frame (no start byte among them), one payload
+    byte dropped, or one payload bit flipped."""
+    if kind == "garbage":
+        return b"\x13\x00\xff\x37" + frame
+    if kind == "drop":
+        return frame[:2] + frame[3:]
+    if kind == "corrupt":
+        return frame[:1] + bytes([frame[1] ^ 0x08]) + frame[2:]
+    raise ValueError(f"unknown fault {kind!r}; choose from {', '.join(FAULTS)}")

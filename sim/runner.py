@@ -126,7 +126,7 @@ class Bench:
         return self.build_dir / ("dump.vcd" if self.sim == "verilator" else f"{self.toplevel}.fst")
 
     def _run(self, job: dict, progress_total: int | None = None) -> dict:
-        names = [k for k in ("vectors", "closed_loop", "serial_shell") if k in job]
+        names = [k for k in ("vectors", "closed_loop", "serial_shell", "hil") if k in job]
         job["results"] = {k: str(self.build_dir / f"{k}_results.json") for k in names}
         job["ports"] = self.ports
         job["progress"] = str(self.build_dir / "progress")
@@ -165,6 +165,13 @@ class Bench:
         (self.build_dir / "shell_vectors.json").write_text(json.dumps(np.asarray(q, dtype=np.int64).tolist()))
         r = self._run({"serial_shell": str(self.build_dir / "shell_vectors.json")})["serial_shell"]
         return np.array(r["actions"], dtype=np.int64).reshape(-1, len(self.ports["outputs"]["action"]))
+
+    def hil(self, graph_path: Path, env_id: str, seeds: list[int], divisor: int, max_steps: int | None = None,
+            faults: dict | None = None, timeout_bytes: int = 64, progress_total: int | None = None) -> dict:
+        """Closed-loop episodes through the UART link top ``dwc_link`` (see ``cocotb_bench.hil``)."""
+        return self._run({"hil": {"graph": str(Path(graph_path).resolve()), "env": env_id, "seeds": list(seeds),
+                                  "divisor": divisor, "max_steps": max_steps, "faults": faults or {},
+                                  "timeout_bytes": timeout_bytes}}, progress_total)["hil"]
 
     def closed_loop(self, graph_path: Path, env_id: str, seeds: list[int], max_steps: int | None = None,
                     progress_total: int | None = None) -> dict:
