@@ -1,0 +1,83 @@
+"""FPGA resources, Fmax and latency of DWC cores on every target, next to the published Artix-7
+figures of the reference paper (core-only DWCs: about 0.8k-3.2k LUT6 and 1-3 cycles of latency).
+
+Each design is compiled, then `dwc synth` runs the real tools (yosys, nextpnr, ecppack/icepack).
+
+  .venv/bin/python scripts/bench_hw.py                          # a small core on every target
+  .venv/bin/python scripts/bench_hw.py --designs small ip --targets ecp5-25k xc7
+  .venv/bin/python scripts/bench_hw.py --designs published --targets xc7   # hours here; see README
+
+designs: small (untrained 2 x 32 LUT4, B = 7, InvertedPendulum dims), ip (the shipped
+InvertedPendulum DWC, 2 x 256 LUT6), hopper (the shipped Hopper DWC), published (untrained
+2 x 1024 LUT6, B = 63, Hopper dims).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+PUBLISHED = "published Artix-7 core (reference paper): ~0.8k-3.2k LUT6, 1-3 cycles"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_design(name: str, out: Path, pipeline: int) -> Path:
+    from dwc.compile import emit_verilog, freeze_run
+    from dwc.ir.freeze import untrained_graph
+    from dwc.ir.passes import optimize
+    from dwc.models import ActorConfig
+    if name == "small":
+        g = untrained_graph(4, 1, ActorConfig(width=32, lut_inputs=4, thermo_bits=7), env="InvertedPendulum-v5")
+    elif name == "published":
+        g = untrained_graph(11, 3, env="Hopper-v5")
+    else:
+        policy = {"ip": "inverted-pendulum-v5-dwc", "hopper": "hopper-v5-dwc"}[name]
+        g, _ = optimize(freeze_run(ROOT / "policies" / policy))
+    out.mkdir(parents=True, exist_ok=True)
+    g.save(out / "graph.json")
+    emit_verilog(g, out, pipeline)
+    return out
+
+
+def main() -> None:
+    from dwc.fpga.synth import TARGETS, DoesNotFit, synth
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--designs", nargs="+", default=["small"], choices=["small", "ip", "hopper", "published"])
+    ap.add_argument("--targets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
+    ap.add_argument("--pipeline", type=int, default=1)
+    ap.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr (MHz)")
+    ap.add_argument("--json", type=Path, help="also write the rows here")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="dwc-bench-hw-"))
+    rows = []
+    for d in args.designs:
+        build = make_design(d, work / d, args.pipeline)
+        luts_ir = json.loads((build / "graph.json").read_text())
+        n_luts = sum(len(layer) for layer in luts_ir["layers"])
+        for t in args.targets:
+            print(f"--- {d} on {t} ...", flush=True)
+            try:
+                r = synth(build, t, args.freq, log=lambda *a: None)
+                rows.append({"design": d, "ir_luts": n_luts, "target": t, "luts": r["luts"], "ffs": r["ffs"],
+                             "fmax_mhz": r["fmax_mhz"], "latency_cycles": r["latency_cycles"],
+                             "seconds": r["seconds"], "fits": True})
+            except DoesNotFit as e:
+                rows.append({"design": d, "ir_luts": n_luts, "target": t, "fits": False, "why": str(e)})
+    print(f"\npipeline {args.pipeline}, {args.freq:g} MHz requested; LUTs: the core alone (LUT4 on ECP5/iCE40, "
+          f"all LUT sizes on xc7)")
+    print(f"{'design':<10}{'IR LUTs':>8}  {'target':<11}{'LUTs':>7}{'FFs':>6}{'Fmax':>8}{'lat':>5}{'secs':>7}")
+    for r in rows:
+        if r["fits"]:
+            fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
+            print(f"{r['design']:<10}{r['ir_luts']:>8}  {r['target']:<11}{r['luts']:>7}{r['ffs']:>6}{fmax:>8}"
+                  f"{r['latency_cycles']:>5}{r['seconds']:>7.0f}")
+        else:
+            print(f"{r['design']:<10}{r['ir_luts']:>8}  {r['target']:<11}  does not fit: {r['why'][:60]}")
+    print(PUBLISHED)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
