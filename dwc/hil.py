@@ -66,7 +66,7 @@ def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps
 def hil(build: Path, env_id: str | None, episodes: int, seed: int = 0, max_steps: int | None = None,
         sim: bool = True, port: str | None = None, baud: int = 115200, inject: list[str] = (), log=print) -> dict:
     from .rtl.link import frame_sizes, link_verilog
-    from .sim.closed_loop import reference_episodes
+    from .sim.closed_loop import action_mismatches, reference_episodes
     from .verify import load_build
     graph, ports, _ = load_build(build)
     build = Path(build)
@@ -113,8 +113,7 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int = 0, max_steps
         report.update(frames_ok_on_chip=r["frames_ok"], frames_bad_on_chip=r["frames_bad"])
     if "link_seconds" in r:
         report["link_time_per_step_s_measured"] = round(r["link_seconds"] / max(1, steps), 6)
-    mism = sum(a != b for x, y in zip(r["episodes"], ref) for a, b in zip(x["actions"], y["actions"]))
-    report["action_mismatches"] = mism + sum(abs(x["steps"] - y["steps"]) for x, y in zip(r["episodes"], ref))
+    report["action_mismatches"] = action_mismatches(r["episodes"], ref)
     report["passed"] = report["action_mismatches"] == 0 and set(r["latency"]) <= {ports["latency_cycles"]}
     write_json(build / "hil_report.json", report)
     return report

@@ -60,7 +60,7 @@ def _first_episode_mismatch(rtl_eps: list[dict], ref_eps: list[dict]) -> tuple[i
 def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str = "verilator", seed: int = 0,
            max_steps: int | None = None, netlist: bool = False, n_random: int = 1000, progress: bool = True,
            log=print) -> dict:
-    from .sim.closed_loop import reference_episodes
+    from .sim.closed_loop import action_mismatches, reference_episodes
     from .sim.runner import Bench, SimulatorMissing, check_simulator
     from .sim.vectors import bench_vectors
 
@@ -117,8 +117,7 @@ def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str =
                                           sum(e["steps"] for e in ref_eps) if progress else None)
             steps = sum(e["steps"] for e in cl["episodes"])
             first = _first_episode_mismatch(cl["episodes"], ref_eps)
-            ep_mismatches = sum(x != y for a, b in zip(cl["episodes"], ref_eps) for x, y in zip(a["actions"], b["actions"]))
-            ep_mismatches += sum(abs(a["steps"] - b["steps"]) for a, b in zip(cl["episodes"], ref_eps))
+            ep_mismatches = action_mismatches(cl["episodes"], ref_eps)
             d = {"sources": [str(s) for s in sources], "build_seconds": round(build_s, 2),
                  "vector_mismatches": len(bad), "vector_latency": sorted(set(vec["latency"])),
                  "one_result_per_cycle": len(got) == len(q) and set(vec["latency"]) == {ports["latency_cycles"]},

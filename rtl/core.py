@@ -66,7 +66,7 @@ def to_verilog(core: "wiring.Component", name: str = "dwc_core") -> str:
     script = [f"read_rtlil <<rtlil\n{text}\nrtlil", "proc -nomux -norom", "flatten", "opt_clean",
               "write_verilog -norename -noattr"]
     text = find_yosys(lambda ver: ver >= (0, 40)).run(["-q", "-"], "\n".join(script), ignore_warnings=True)
-    return text + "".join(body for name, body in CELLS_VERILOG.items() if f"{name} #(" in text)
+    return text + "".join(body for cell, body in CELLS_VERILOG.items() if f"{cell} #(" in text)
 
 
 def obs_layout(g: Graph) -> data.StructLayout:
@@ -245,6 +245,11 @@ class DWCCore(wiring.Component):
 
     def port_description(self) -> dict:
         return port_description(self.graph, self.pipeline)
+
+
+def port_bits(ports: dict) -> tuple[int, int]:
+    """Widths of the packed observation and action words described by a port description."""
+    return (sum(f["width"] for f in ports["inputs"]["obs"]), sum(f["width"] for f in ports["outputs"]["action"]))
 
 
 def port_description(g: Graph, pipeline: int) -> dict:

@@ -16,14 +16,14 @@ from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .core import port_bits
 from .uart import UARTRx, UARTTx
 
 OBS_START, ACT_START = 0xA5, 0x5A
 
 
 def frame_sizes(ports: dict) -> tuple[int, int]:
-    obs_bits = sum(f["width"] for f in ports["inputs"]["obs"])
-    act_bits = sum(f["width"] for f in ports["outputs"]["action"])
+    obs_bits, act_bits = port_bits(ports)
     return (obs_bits + 7) // 8, (act_bits + 7) // 8
 
 

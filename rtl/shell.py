@@ -13,13 +13,14 @@ from amaranth.hdl import Instance
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .core import port_bits
+
 
 class SerialShell(wiring.Component):
     """Wraps the Verilog module ``dwc_core`` (described by its port JSON) by name."""
 
     def __init__(self, ports: dict):
-        self.obs_bits = sum(f["width"] for f in ports["inputs"]["obs"])
-        self.act_bits = sum(f["width"] for f in ports["outputs"]["action"])
+        self.obs_bits, self.act_bits = port_bits(ports)
         super().__init__({"sin": In(1), "load": In(1), "shift_out": In(1), "sout": Out(1), "done": Out(1)})
 
     def elaborate(self, platform):

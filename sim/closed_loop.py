@@ -64,6 +64,12 @@ def make_env(env_id: str, graph: Graph):
     return env
 
 
+def action_mismatches(a: list[dict], b: list[dict]) -> int:
+    """Steps whose actions differ between two runs of the same seeded episodes, plus any length gap."""
+    return sum(sum(x != y for x, y in zip(p["actions"], q["actions"])) + abs(p["steps"] - q["steps"])
+               for p, q in zip(a, b))
+
+
 def reference_episodes(graph: Graph, env_id: str, seeds: list[int], max_steps: int | None = None,
                        progress: bool = False) -> list[dict]:
     """The same episodes driven by the IR reference executor."""

@@ -122,13 +122,14 @@ async def closed_loop(dut):
 async def serial_shell(dut):
     """The place-and-route shell (``dwc.rtl.shell``) around the core: shift each observation in LSB
     first, pulse ``load``, wait for ``done``, shift the action out."""
+    from dwc.rtl.core import port_bits
+
     j = job()
     if "serial_shell" not in j:
         return
     ports = j["ports"]
     obs_fields, act_fields = ports["inputs"]["obs"], ports["outputs"]["action"]
-    obs_bits = sum(f["width"] for f in obs_fields)
-    act_bits = sum(f["width"] for f in act_fields)
+    obs_bits, act_bits = port_bits(ports)
     with open(j["serial_shell"]) as f:
         vecs = json.load(f)
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
