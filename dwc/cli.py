@@ -239,7 +239,9 @@ def _add_compile(sub):
                         "from the training statistics so every threshold is representable)")
     p.add_argument("--pipeline", type=int, default=0,
                    help="register stages inside the core: 0 = minimum latency (registered I/O around one "
-                        "combinational core, 2 cycles); each stage adds a cycle (default 0)")
+                        "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
+                        "comparators, after each LUT layer and after the popcounts; more split the popcount "
+                        "adder trees evenly, for Fmax (default 0; the error on a too-large value gives the most)")
     p.add_argument("--onnx", action="store_true",
                    help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

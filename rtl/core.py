@@ -8,8 +8,9 @@ handshake and a pipelining knob.
 Timing contract: ``obs`` and ``valid_in`` are sampled on a rising edge; ``action``/``valid_out``
 show the result ``latency`` edges later (``DWCCore.latency``); a new observation may enter every
 cycle. ``pipeline=0`` is the minimum-latency design (registered inputs and outputs around one
-combinational core, latency 2); each extra stage adds a register cut (after the comparators, then
-after each LUT layer, then after the popcounts) and one cycle of latency.
+combinational core, latency 2); each extra stage adds a register cut and one cycle of latency: the
+first ones after the comparators, after each LUT layer and after the popcounts, the rest split the
+popcount adder trees evenly (their depth, not the LUTs, bounds Fmax once the layers are cut).
 """
 from __future__ import annotations
 
@@ -130,18 +131,34 @@ class LUTLayer(wiring.Component):
         return m
 
 
-class Popcount(wiring.Component):
-    """Number of set bits among ``n`` inputs, as a balanced adder tree."""
+def tree_depth(n: int) -> int:
+    """Adder levels of a balanced popcount tree over ``n`` inputs."""
+    return max(0, (n - 1).bit_length())
 
-    def __init__(self, n: int, cells: str = "native"):
+
+class Popcount(wiring.Component):
+    """Number of set bits among ``n`` inputs, as a balanced adder tree.
+
+    ``cuts``: adder levels (1-based) after which the partial sums are registered, each adding one
+    cycle. ``depth`` >= the tree's own depth lets trees of different sizes share one cut schedule
+    (a finished tree's sum is registered at the later cuts too, so all counts stay aligned)."""
+
+    def __init__(self, n: int, cells: str = "native", cuts: tuple[int, ...] = (), depth: int | None = None):
         _check_cells(cells)
-        self.n, self.cells = n, cells
+        self.n, self.cells, self.cuts = n, cells, tuple(sorted(set(cuts)))
+        self.depth = tree_depth(n) if depth is None else depth
+        if self.depth < tree_depth(n) or any(not 1 <= c <= self.depth for c in self.cuts):
+            raise ValueError(f"cuts {self.cuts} / depth {self.depth} do not fit a tree over {n} inputs")
         super().__init__({"inp": In(max(1, n)), "count": Out(count_width(n))})
+
+    @property
+    def latency(self) -> int:
+        return len(self.cuts)
 
     def elaborate(self, platform):
         m = Module()
         if self.n == 0:
-            return m  # count stays 0
+            return m  # count stays 0 (no registers needed: it is constant)
         adders = 0
 
         def add(a, b):
@@ -158,11 +175,14 @@ class Popcount(wiring.Component):
             return y
 
         level = [self.inp[i] for i in range(self.n)]
-        while len(level) > 1:
-            nxt = [add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-            if len(level) % 2:
-                nxt.append(level[-1])
-            level = nxt
+        for depth in range(1, self.depth + 1):
+            if len(level) > 1:
+                nxt = [add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+                level = nxt + level[-1:] if len(level) % 2 else nxt
+            if depth in self.cuts:
+                regs = [Signal(len(x), name=f"l{depth}_{i}") for i, x in enumerate(level)]
+                m.d.sync += [r.eq(x) for r, x in zip(regs, level)]
+                level = regs
         m.d.comb += self.count.eq(level[0])
         return m
 
@@ -189,9 +209,15 @@ class DWCCore(wiring.Component):
         _check_cells(cells)
         self.graph, self.cells = graph, cells
         self.cuts = len(graph.layers) + 2  # after comparators, after each layer, after popcounts
-        if not 0 <= pipeline <= self.cuts:
-            raise ValueError(f"pipeline must be in 0..{self.cuts} for a {len(graph.layers)}-layer graph")
+        self.tree_depth = max((tree_depth(len(grp)) for grp in graph.groups), default=0)
+        most = max_pipeline(graph)
+        if not 0 <= pipeline <= most:
+            raise ValueError(f"pipeline must be in 0..{most} for this graph ({len(graph.layers)} layers, popcount "
+                             f"trees {self.tree_depth} adder levels deep)")
         self.pipeline = pipeline
+        # Cuts beyond the standard ones split the adder trees into equal runs of levels.
+        extra = max(0, pipeline - self.cuts)
+        self.tree_cuts = tuple(round(self.tree_depth * j / (extra + 1)) for j in range(1, extra + 1))
         super().__init__({"obs": In(obs_layout(graph)), "valid_in": In(1),
                           "action": Out(action_layout(graph)), "valid_out": Out(1)})
 
@@ -228,10 +254,14 @@ class DWCCore(wiring.Component):
             bits = cut(layer.out, f"layer{l}_r")
         counts = []
         for a, grp in enumerate(g.groups):
-            m.submodules[f"pop{a}"] = pop = Popcount(len(grp), cells)
+            m.submodules[f"pop{a}"] = pop = Popcount(len(grp), cells, self.tree_cuts, self.tree_depth)
             if grp:
                 m.d.comb += pop.inp.eq(Cat(*(bits[i] for i in grp)))
             counts.append(pop.count)
+        for j in range(len(self.tree_cuts)):  # the valid bit follows the adder trees' registers
+            v = Signal(name=f"pop_valid{j}")
+            m.d.sync += v.eq(valid)
+            valid = v
         counts = cut(Cat(*counts), "pop_r")
         action = Signal(action_layout(g), name="action_c")
         offset = 0
@@ -245,6 +275,12 @@ class DWCCore(wiring.Component):
 
     def port_description(self) -> dict:
         return port_description(self.graph, self.pipeline)
+
+
+def max_pipeline(g: Graph) -> int:
+    """Most register cuts a graph takes: comparators, each layer, popcounts, then one per inner adder level."""
+    depth = max((tree_depth(len(grp)) for grp in g.groups), default=0)
+    return len(g.layers) + 2 + max(0, depth - 1)
 
 
 def port_bits(ports: dict) -> tuple[int, int]:

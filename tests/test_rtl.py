@@ -4,16 +4,17 @@ import numpy as np
 import pytest
 
 from dwc.ir import reference as ref
-from dwc.rtl.core import DWCCore
+from dwc.rtl.core import DWCCore, max_pipeline
 from dwc.sim.pysim import run_vectors
 from test_passes import inputs_for, random_graph
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("pipeline", [0, 1, 3])
+@pytest.mark.parametrize("pipeline", [0, 1, 3, "max"])
 def test_core_matches_reference(seed, pipeline):
     g = random_graph(seed)
-    pipeline = min(pipeline, len(g.layers) + 2)
+    # "max": every cut, the popcount adder trees registered at each level
+    pipeline = max_pipeline(g) if pipeline == "max" else min(pipeline, len(g.layers) + 2)
     core = DWCCore(g, pipeline)
     q = inputs_for(g, 40, seed)
     actions, latency = run_vectors(core, q, gaps=seed % 2 == 1)
