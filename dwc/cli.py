@@ -323,7 +323,10 @@ examples:
   dwc synth build/ip --target ice40-up5k --freq 48
 
 Writes BUILD/synth/<target>/report.json (luts, ffs, fmax_mhz, latency_cycles, actions_per_s,
-bitstream, tool versions, the exact commands) and the tools' logs next to it. The core's resources
+bitstream, energy, tool versions, the exact commands) and the tools' logs next to it. The energy
+per action is an ESTIMATE: switching activity measured on closed-loop episodes of the policy's env
+(IR reference executor) times assumed per-cell energies, plus static power over the clock period;
+the model and its constants are in the report. The core's resources
 are the core alone; place and route wraps it in a 5-pin serial shell (reported apart) so it fits
 any package. Open tools only (YoWASP yosys/nextpnr from PyPI); the first use of each compiles its
 WebAssembly (about a minute, cached).
@@ -346,22 +349,33 @@ def _add_synth(sub):
     p.add_argument("--yosys-opts", help="options for yosys' synth_* command, replacing the target's measured "
                                         "default (ECP5: -cmp2softlogic; others: none), e.g. -nowidelut")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    p.add_argument("--energy-steps", type=int, default=1000, metavar="N",
+                   help="closed-loop steps of the policy's env over which switching activity is measured for "
+                        "the energy estimate (default 1000; 0 = no estimate)")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
 
 
 def cmd_synth(args) -> int:
     from .fpga.synth import DoesNotFit, synth
     from .verify import load_build
-    load_build(args.build)
+    graph, _, _ = load_build(args.build)
     if args.freq <= 0:
         raise UserError("--freq must be > 0")
     if not args.target and not args.board:
         raise UserError("give at least one --target or --board")
+    if args.energy_steps < 0:
+        raise UserError("--energy-steps must be >= 0")
     log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
+    activity = None
+    if args.target and args.energy_steps:
+        from .fpga.energy import build_activity
+        log(f"switching activity over {args.energy_steps} closed-loop steps (for the energy estimate) ...")
+        activity = build_activity(graph, args.energy_steps)
     reports, failed = [], False
     for target in args.target:
         try:
-            reports.append(synth(args.build, target, args.freq, args.yosys_opts, args.seed, log=log))
+            reports.append(synth(args.build, target, args.freq, args.yosys_opts, args.seed, log=log,
+                                 activity=activity, energy_steps=args.energy_steps))
         except DoesNotFit as e:
             print(f"dwc synth: {e}", file=sys.stderr)
             failed = True
@@ -386,6 +400,15 @@ def cmd_synth(args) -> int:
                   f"{r['latency_cycles']:>8}c{aps:>12}  {r['bitstream'] or '(estimate only)'}")
         if reports:
             print("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); Fmax from nextpnr's timing analysis")
+        for r in reports:
+            if "energy" in r:
+                e = r["energy"]
+                static = f" + static {e['static_nj']:.3g} ({e['parameters']['static_mw']:g} mW at {e['at_mhz']:g} MHz)" \
+                    if e["static_nj"] is not None else " (no Fmax: static left out)"
+                print(f"{r['target']}: ESTIMATED {e['per_action_nj']:.3g} nJ/action = dynamic {e['dynamic_nj']:.3g} "
+                      f"(activity {e['activity']['alpha']:.3f}) + clock {e['clock_nj']:.3g}{static}")
+        if any("energy" in r for r in reports):
+            print("energy: an estimate (measured activity x assumed per-cell energies); model in report.json 'energy'")
         for b in boards:
             print(f"board {b['board']} ({b['device']}): clock {b['clock_mhz']:g} MHz, Fmax {b['fmax_mhz']} MHz, "
                   f"UART {b['baud']} baud, latency {b['latency_cycles']} cycles; bitstream {b['bitstream']}")

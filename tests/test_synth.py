@@ -32,6 +32,9 @@ def test_synth_place_route_and_bitstream(small_build, target, capsys):
     assert bit.exists() and bit.stat().st_size > 10_000
     assert r["shell"]["ffs"] >= 4 * 16 + 16  # one FF per port bit, reported apart from the core
     assert any("nextpnr" in c for c in r["commands"]) and all(r["tools"].values())
+    e = r["energy"]  # an estimate from activity measured on InvertedPendulum episodes
+    assert e["estimate"] and "InvertedPendulum-v5" in e["activity"]["source"] and 0 < e["activity"]["alpha"] < 1
+    assert e["at_mhz"] == r["fmax_mhz"] and 0 < e["dynamic_nj"] < e["per_action_nj"]
 
 
 def test_xc7_estimate(small_build):
@@ -39,6 +42,7 @@ def test_xc7_estimate(small_build):
     r = json.loads((small_build / "synth" / "xc7" / "report.json").read_text())
     assert r["luts"] > 0 and r["bitstream"] is None and r["fmax_mhz"] is None
     assert sum(r["core"]["lut_by_inputs"].values()) == r["luts"]
+    assert r["energy"]["static_nj"] is None and r["energy"]["per_action_nj"] > 0  # no clock: dynamic only
 
 
 def test_synth_errors(tmp_path, capsys):
