@@ -221,6 +221,15 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
 
 
+def _pipeline(text: str) -> int | str:
+    if text == "max":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of stages or max, got {text!r}") from None
+
+
 def _add_compile(sub):
     p = sub.add_parser("compile", help="freeze a trained DWC into the integer LUT-graph IR",
                        description="Freeze a trained DWC run into BUILD/graph.json: fixed-point observation "
@@ -237,11 +246,11 @@ def _add_compile(sub):
     p.add_argument("--obs-frac", type=_int_list, metavar="F[,F...]",
                    help="fractional bits of the observation, one value or one per dimension (default: sized "
                         "from the training statistics so every threshold is representable)")
-    p.add_argument("--pipeline", type=int, default=0,
+    p.add_argument("--pipeline", type=_pipeline, default=0, metavar="K|max",
                    help="register stages inside the core: 0 = minimum latency (registered I/O around one "
                         "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
                         "comparators, after each LUT layer and after the popcounts; more split the popcount "
-                        "adder trees evenly, for Fmax (default 0; the error on a too-large value gives the most)")
+                        "adder trees evenly, for Fmax; max = all of them (default 0)")
     p.add_argument("--onnx", action="store_true",
                    help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -33,9 +33,12 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
     return freeze(actor, obs_width, act_width, meta, obs_frac)
 
 
-def emit_verilog(graph: Graph, out: Path, pipeline: int) -> dict:
-    """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency)."""
-    from .rtl.core import DWCCore, to_verilog
+def emit_verilog(graph: Graph, out: Path, pipeline: int | str) -> dict:
+    """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency).
+    ``pipeline``: register stages, or "max" for every cut the graph has (highest Fmax)."""
+    from .rtl.core import DWCCore, max_pipeline, to_verilog
+    if pipeline == "max":
+        pipeline = max_pipeline(graph)
     try:
         core = DWCCore(graph, pipeline, cells="verilog")
     except ValueError as e:
@@ -45,12 +48,12 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int) -> dict:
     ports = core.port_description()
     write_json(out / "dwc_core.json", ports)
     return {"verilog": str(out / "dwc_core.v"), "ports": str(out / "dwc_core.json"),
-            "latency_cycles": ports["latency_cycles"], "pipeline": pipeline,
+            "latency_cycles": ports["latency_cycles"], "pipeline": ports["pipeline"],
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False,
-                obs_frac: list[int] | None = None, pipeline: int = 0) -> dict:
+                obs_frac: list[int] | None = None, pipeline: int | str = 0) -> dict:
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)

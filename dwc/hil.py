@@ -91,7 +91,8 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int = 0, max_steps
         try:
             # Amaranth's FSM encoding draws Verilator style warnings (incomplete case) in the link's
             # logic; the core inside is the lint-clean one.
-            bench = Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False)
+            bench = Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False,
+                          unoptimised=True)  # the build dominates a short episode
             log(f"running {episodes} episode(s) over the simulated UART ...")
             r = bench.hil(build / "graph.json", env_id, seeds, SIM_DIVISOR, max_steps, faults)
         except RuntimeError as e:

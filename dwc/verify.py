@@ -104,7 +104,8 @@ def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str =
         for name, sources, lint_clean in designs:
             log(f"[{name}] building with {sim} ...")
             t0 = time.perf_counter()
-            bench = Bench(sources, ports, build / "verify" / f"{name}-{sim}", sim, warnings_fatal=lint_clean)
+            bench = Bench(sources, ports, build / "verify" / f"{name}-{sim}", sim, warnings_fatal=lint_clean,
+                          unoptimised=name == "netlist")
             build_s = time.perf_counter() - t0
             log(f"[{name}] vector bench: {len(q)} observations ...")
             vec = bench.vectors(q)
@@ -165,7 +166,7 @@ def _waveform(sources, ports, build_dir: Path, sim: str, lint_clean: bool, windo
     The circuit's output depends only on its last input, so the replay shows the same wrong action."""
     from .sim.runner import Bench
     try:
-        bench = Bench(sources, ports, build_dir, sim, waves=True, warnings_fatal=lint_clean)
+        bench = Bench(sources, ports, build_dir, sim, waves=True, warnings_fatal=lint_clean, unoptimised=not lint_clean)
         r = bench.vectors(window)
     except Exception as e:  # the mismatch report matters more than the waveform
         return {"waveform": None, "waveform_error": str(e)}

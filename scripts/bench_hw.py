@@ -3,7 +3,8 @@ figures of the reference paper (core-only DWCs: about 0.8k-3.2k LUT6 and 1-3 cyc
 
 Each design is compiled, then `dwc synth` runs the real tools (yosys, nextpnr, ecppack/icepack).
 
-  .venv/bin/python scripts/bench_hw.py                          # a small core on every target
+  .venv/bin/python scripts/bench_hw.py                          # a small core on every target,
+                                                                # pipeline 1 and max
   .venv/bin/python scripts/bench_hw.py --designs small ip --targets ecp5-25k xc7
   .venv/bin/python scripts/bench_hw.py --designs published --targets xc7   # hours here; see README
 
@@ -22,7 +23,8 @@ PUBLISHED = "published Artix-7 core (reference paper): ~0.8k-3.2k LUT6, 1-3 cycl
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def make_design(name: str, out: Path, pipeline: int) -> Path:
+def make_design(name: str, out: Path, pipeline: str) -> Path:
+    """Compile one design into ``out``; ``pipeline``: a number of register stages or "max"."""
     from dwc.compile import emit_verilog, freeze_run
     from dwc.ir.freeze import untrained_graph
     from dwc.ir.passes import optimize
@@ -36,44 +38,53 @@ def make_design(name: str, out: Path, pipeline: int) -> Path:
         g, _ = optimize(freeze_run(ROOT / "policies" / policy))
     out.mkdir(parents=True, exist_ok=True)
     g.save(out / "graph.json")
-    emit_verilog(g, out, pipeline)
+    from dwc.rtl.core import max_pipeline
+    emit_verilog(g, out, max_pipeline(g) if pipeline == "max" else int(pipeline))
     return out
 
 
 def main() -> None:
+    from dwc.fpga.energy import build_activity
     from dwc.fpga.synth import TARGETS, DoesNotFit, synth
+    from dwc.ir import Graph
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--designs", nargs="+", default=["small"], choices=["small", "ip", "hopper", "published"])
     ap.add_argument("--targets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
-    ap.add_argument("--pipeline", type=int, default=1)
+    ap.add_argument("--pipeline", nargs="+", default=["1", "max"],
+                    help="register stages, one design per value: a number, or max (every cut, adder trees "
+                         "split at each level); default: 1 max")
     ap.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr (MHz)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dwc-bench-hw-"))
     rows = []
     for d in args.designs:
-        build = make_design(d, work / d, args.pipeline)
-        luts_ir = json.loads((build / "graph.json").read_text())
-        n_luts = sum(len(layer) for layer in luts_ir["layers"])
-        for t in args.targets:
-            print(f"--- {d} on {t} ...", flush=True)
-            try:
-                r = synth(build, t, args.freq, log=lambda *a: None)
-                rows.append({"design": d, "ir_luts": n_luts, "target": t, "luts": r["luts"], "ffs": r["ffs"],
-                             "fmax_mhz": r["fmax_mhz"], "latency_cycles": r["latency_cycles"],
-                             "seconds": r["seconds"], "fits": True})
-            except DoesNotFit as e:
-                rows.append({"design": d, "ir_luts": n_luts, "target": t, "fits": False, "why": str(e)})
-    print(f"\npipeline {args.pipeline}, {args.freq:g} MHz requested; LUTs: the core alone (LUT4 on ECP5/iCE40, "
-          f"all LUT sizes on xc7)")
-    print(f"{'design':<10}{'IR LUTs':>8}  {'target':<11}{'LUTs':>7}{'FFs':>6}{'Fmax':>8}{'lat':>5}{'secs':>7}")
+        for pipe in args.pipeline:
+            build = make_design(d, work / f"{d}-p{pipe}", pipe)
+            n_luts = sum(len(layer) for layer in json.loads((build / "graph.json").read_text())["layers"])
+            activity = build_activity(Graph.load(build / "graph.json"), 1000)
+            for t in args.targets:
+                print(f"--- {d}, pipeline {pipe}, on {t} ...", flush=True)
+                row = {"design": d, "pipeline": pipe, "ir_luts": n_luts, "target": t}
+                try:
+                    r = synth(build, t, args.freq, log=lambda *a: None, activity=activity)
+                    rows.append({**row, "luts": r["luts"], "ffs": r["ffs"], "fmax_mhz": r["fmax_mhz"],
+                                 "latency_cycles": r["latency_cycles"], "nj": r["energy"]["per_action_nj"],
+                                 "yosys_options": r["yosys_options"], "seconds": r["seconds"], "fits": True})
+                except DoesNotFit as e:
+                    rows.append({**row, "fits": False, "why": str(e)})
+    print(f"\n{args.freq:g} MHz requested; LUTs: the core alone (LUT4 on ECP5/iCE40, all LUT sizes on xc7); "
+          f"nJ: ESTIMATED energy per action at Fmax (dwc.fpga.energy; xc7: no static part)")
+    print(f"{'design':<10}{'pipe':>5}{'IR LUTs':>8}  {'target':<11}{'LUTs':>7}{'FFs':>6}{'Fmax':>8}{'lat':>5}"
+          f"{'nJ':>8}{'secs':>7}")
     for r in rows:
+        head = f"{r['design']:<10}{r['pipeline']:>5}{r['ir_luts']:>8}  {r['target']:<11}"
         if r["fits"]:
             fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
-            print(f"{r['design']:<10}{r['ir_luts']:>8}  {r['target']:<11}{r['luts']:>7}{r['ffs']:>6}{fmax:>8}"
-                  f"{r['latency_cycles']:>5}{r['seconds']:>7.0f}")
+            print(f"{head}{r['luts']:>7}{r['ffs']:>6}{fmax:>8}{r['latency_cycles']:>5}{r['nj']:>8.3g}"
+                  f"{r['seconds']:>7.0f}")
         else:
-            print(f"{r['design']:<10}{r['ir_luts']:>8}  {r['target']:<11}  does not fit: {r['why'][:60]}")
+            print(f"{head}  does not fit: {r['why'][:70]}")
     print(PUBLISHED)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

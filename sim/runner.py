@@ -97,7 +97,8 @@ class Bench:
     on it. The build is reused while its sources are unchanged."""
 
     def __init__(self, sources: list[Path], ports: dict, build_dir: Path, sim: str = "verilator",
-                 waves: bool = False, warnings_fatal: bool = True, toplevel: str = "dwc_core"):
+                 waves: bool = False, warnings_fatal: bool = True, toplevel: str = "dwc_core",
+                 unoptimised: bool = False):
         from cocotb_tools.runner import get_runner
         check_simulator(sim)
         self.ports, self.sim, self.waves, self.toplevel = ports, sim, waves, toplevel
@@ -109,9 +110,9 @@ class Bench:
         args = [] if warnings_fatal or sim != "verilator" else ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
         log = self.build_dir / "build.log"
         makeflags = os.environ.get("MAKEFLAGS", "")
-        if not warnings_fatal:
-            # A gate netlist: cocotb makes every one of its wires public, and compiling that C++ with
-            # optimisation takes minutes; unoptimised it builds ~5x faster and still runs fast enough.
+        if unoptimised and sim == "verilator":
+            # For a gate netlist: cocotb makes every one of its wires public, and compiling that C++
+            # with optimisation takes minutes; unoptimised it builds ~5x faster and runs fast enough.
             os.environ["MAKEFLAGS"] = f"{makeflags} OPT_FAST=-O0 OPT_SLOW=-O0".strip()
         try:
             self.runner.build(sources=[str(s) for s in sources], hdl_toplevel=toplevel, build_dir=str(self.build_dir),

@@ -47,7 +47,7 @@ def test_trained_policy_core_matches_reference():
     assert np.array_equal(actions, ref.actions_int(g, q)) and set(latency) == {core.latency}
 
 
-@pytest.mark.parametrize("pipeline", [0, 2])
+@pytest.mark.parametrize("pipeline", [0, "max"])
 def test_verilog_in_verilator_matches_reference(tmp_path, pipeline):
     """The emitted Verilog, built by Verilator and driven by cocotb: zero mismatches, declared latency."""
     import json
@@ -61,17 +61,20 @@ def test_verilog_in_verilator_matches_reference(tmp_path, pipeline):
     assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", str(pipeline)]) == 0
     g = Graph.load(tmp_path / "graph.json")
     ports = json.loads((tmp_path / "dwc_core.json").read_text())
-    rng = np.random.default_rng(pipeline)
+    rng = np.random.default_rng(len(str(pipeline)))
     q = np.concatenate([ref.quantize_obs(g, rng.normal(0, 1, (400, g.obs_dim))),
                         rng.integers([f.min_int for f in g.obs_formats], [f.max_int + 1 for f in g.obs_formats],
                                      (100, g.obs_dim)),
                         [[f.min_int for f in g.obs_formats], [f.max_int for f in g.obs_formats], [0] * g.obs_dim]])
     r = simulate_vectors(tmp_path / "dwc_core.v", ports, q, tmp_path / "sim_build")
     assert np.array_equal(r["actions"], ref.actions_int(g, q))
-    assert set(r["latency"]) == {ports["latency_cycles"]} == {2 + pipeline}
+    assert set(r["latency"]) == {ports["latency_cycles"]} == {2 + ports["pipeline"]}
+    if pipeline == "max":  # every cut: comparators, 2 layers, popcount, and the 7 inner adder levels
+        assert ports["pipeline"] == 4 + 7
 
 
-def test_emitted_verilog_lints_clean(tmp_path):
+@pytest.mark.parametrize("pipeline", ["1", "max"])
+def test_emitted_verilog_lints_clean(tmp_path, pipeline):
     """Verilator's lint (its default warnings, nothing suppressed) finds nothing in dwc compile's output."""
     import subprocess
     from pathlib import Path
@@ -79,7 +82,7 @@ def test_emitted_verilog_lints_clean(tmp_path):
     from dwc.cli import main
     from dwc.sim.runner import _verilator_env
     policy = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-dwc"
-    assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", "1"]) == 0
+    assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", pipeline]) == 0
     _verilator_env()
     res = subprocess.run(["verilator", "--lint-only", str(tmp_path / "dwc_core.v")], capture_output=True, text=True)
     assert res.returncode == 0 and "%Warning" not in res.stderr, res.stderr[:2000]
