@@ -54,7 +54,10 @@ def _add_train(sub):
     p = sub.add_parser("train", help="train a policy (resumable)", description="Train a DWC or MLP policy.",
                        epilog=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", help="Gymnasium env id with Box spaces (default InvertedPendulum-v5)")
-    p.add_argument("--policy", choices=["dwc", "mlp"], help="actor type (default dwc)")
+    p.add_argument("--policy", choices=["dwc", "gates", "mlp"],
+                   help="actor type: dwc (LUT layers), gates (logic-gate network: 2-input gates choosing among "
+                        "the 16 Boolean functions, random wiring; --layers/--width/--thermo-bits apply), mlp "
+                        "(float baseline) (default dwc)")
     p.add_argument("--algo", choices=["sac", "ppo"], help="algorithm (default sac)")
     p.add_argument("--steps", type=int, help="total env steps (default 100000)")
     p.add_argument("--seed", type=int, help="seed; same seed + CPU = same run (default 1)")
@@ -135,6 +138,10 @@ def _train_config(args):
         for k, field in src.items():
             if k in given:
                 setattr(sec, field, given[k])
+    if cfg.actor.policy == "gates":  # a gate is a 2-input LUT on a fixed random wiring (as published)
+        if given.get("lut_inputs", 2) != 2 or given.get("wiring", "random") != "random":
+            raise UserError("--policy gates: gates have 2 inputs and a random wiring; drop --lut-inputs / --wiring")
+        cfg.actor.lut_inputs, cfg.actor.wiring = 2, "random"
     _validate(cfg)
     return cfg
 
@@ -496,8 +503,8 @@ def cmd_policies(args) -> int:
         cfg = json.loads((d / "config.json").read_text())
         ev = json.loads((d / "eval.json").read_text()) if (d / "eval.json").exists() else {}
         a = cfg.get("actor", {})
-        size = (f"{a.get('layers')} x {a.get('width')} LUT{a.get('lut_inputs')}" if a.get("policy") == "dwc"
-                else f"MLP 2 x {a.get('hidden')}")
+        size = {"dwc": f"{a.get('layers')} x {a.get('width')} LUT{a.get('lut_inputs')}",
+                "gates": f"{a.get('layers')} x {a.get('width')} gates"}.get(a.get("policy"), f"MLP 2 x {a.get('hidden')}")
         rows.append({"name": d.name, "path": str(d), "env": cfg.get("env"), "policy": a.get("policy"), "size": size,
                      "algo": cfg.get("algo"), "steps": ev.get("train_steps"), "mean_return": ev.get("mean_return"),
                      "std_return": ev.get("std_return"), "frozen_mean_return": ev.get("frozen", {}).get("mean_return"),

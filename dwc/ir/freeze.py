@@ -87,7 +87,7 @@ def freeze(actor: DWCActor, obs_width: int = 16, act_width: int = 16, meta: dict
     layers = []
     for layer in actor.luts:
         idx = layer.wiring_indices().tolist()
-        on = (layer.tables.detach() > 0).numpy()
+        on = layer.truth_tables().numpy()
         tables = [sum(1 << int(a) for a in np.flatnonzero(row)) for row in on]
         layers.append([LUT(list(map(int, i)), t) for i, t in zip(idx, tables)])
     g_size = actor.head.group

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from .encoding import ObsNormalizer, Thermometer
+from .gates import GateLayer
 from .lut import LUTLayer
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -21,7 +22,7 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 @dataclass
 class ActorConfig:
-    policy: str = "dwc"  # dwc | mlp
+    policy: str = "dwc"  # dwc | gates | mlp
     # DWC (defaults: the published configuration)
     layers: int = 2
     width: int = 1024
@@ -109,6 +110,9 @@ class GroupSum(nn.Module):
 class DWCActor(_Actor):
     """obs -> normalise -> thermometer bits -> LUT layers -> GroupSum head -> pre-tanh mean.
 
+    With ``policy="gates"`` the layers are differentiable logic-gate layers (2-input gates, soft
+    in training, hard in eval): a logic-gate network with the same encoder, head and hardware.
+
     The last layer's width is rounded down to a multiple of the action dimension (one equal
     popcount group per action).
 
@@ -123,9 +127,12 @@ class DWCActor(_Actor):
             raise ValueError(f"--width {cfg.width} is smaller than the action dimension {action_dim}")
         self.encoder = Thermometer(obs_dim, cfg.thermo_bits)
         sizes = [self.encoder.out_features] + [cfg.width] * (cfg.layers - 1) + [last]
-        self.luts = nn.ModuleList(
-            LUTLayer(sizes[i], sizes[i + 1], cfg.lut_inputs, cfg.wiring, cfg.tau,
-                     thermometer_bits=cfg.thermo_bits if i == 0 else 0) for i in range(cfg.layers))
+        if cfg.policy == "gates":  # a logic-gate network: the same circuit shape with 2-input gates
+            self.luts = nn.ModuleList(GateLayer(sizes[i], sizes[i + 1]) for i in range(cfg.layers))
+        else:
+            self.luts = nn.ModuleList(
+                LUTLayer(sizes[i], sizes[i + 1], cfg.lut_inputs, cfg.wiring, cfg.tau,
+                         thermometer_bits=cfg.thermo_bits if i == 0 else 0) for i in range(cfg.layers))
         self.head = GroupSum(last, action_dim, cfg.groupsum_eps)
         self.log_std_net = nn.Sequential(nn.Linear(obs_dim, cfg.logstd_hidden), nn.ReLU(),
                                          nn.Linear(cfg.logstd_hidden, cfg.logstd_hidden), nn.ReLU(),
@@ -172,8 +179,8 @@ class DWCActor(_Actor):
 
 
 def build_actor(cfg: ActorConfig, obs_dim: int, action_dim: int, action_low, action_high) -> _Actor:
-    if cfg.policy == "dwc":
+    if cfg.policy in ("dwc", "gates"):
         return DWCActor(obs_dim, action_dim, action_low, action_high, cfg)
     if cfg.policy == "mlp":
         return MLPActor(obs_dim, action_dim, action_low, action_high, cfg)
-    raise ValueError(f"unknown policy {cfg.policy!r} (choose dwc or mlp)")
+    raise ValueError(f"unknown policy {cfg.policy!r} (choose dwc, gates or mlp)")

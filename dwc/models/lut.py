@@ -209,6 +209,10 @@ class LUTLayer(nn.Module):
         """(out_features, n) source index of every LUT input slot (bit k of the address = slot k)."""
         return self._flat_indices().view(self.out_features, self.n)
 
+    def truth_tables(self) -> torch.Tensor:
+        """(out_features, 2**n) bool: each LUT's output at every address (what the forward computes)."""
+        return (self.tables.detach() > 0).cpu()
+
     def forward_fm(self, x: torch.Tensor) -> torch.Tensor:
         """Feature-major forward: bits (in_features, batch) -> bits (out_features, batch)."""
         if self.wiring == "learnable":
