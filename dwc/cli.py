@@ -363,7 +363,8 @@ def _add_synth(sub):
                         "repeat for several")
     p.add_argument("--freq", type=float, default=100.0, help="clock to place and route for, in MHz (default 100)")
     p.add_argument("--yosys-opts", help="options for yosys' synth_* command, replacing the target's measured "
-                                        "default (ECP5: -cmp2softlogic; others: none), e.g. -nowidelut")
+                                        "default (ECP5: -cmp2softlogic, or -nobram when the adder trees are "
+                                        "pipelined; others: none), e.g. -nowidelut")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     p.add_argument("--energy-steps", type=int, default=1000, metavar="N",
                    help="closed-loop steps of the policy's env over which switching activity is measured for "

@@ -31,17 +31,15 @@ class Target:
     luts: int = 0  # LUT capacity of the device (LUT4 for ecp5/ice40, LUT6 for xc7)
     ffs: int = 0
     device: str = ""
-    # Measured on a small DWC (2 x 32 LUT4, pipeline 1; README "FPGA synthesis"): on ECP5,
-    # -cmp2softlogic turns the comparators' carry chains into LUTs (168 -> 3 CCU2C, 605 -> 370
-    # LUT4 sites, Fmax 83 -> 88 MHz); on iCE40, abc9 (default) beats -noabc (162 vs 545 LUT4).
-    default_opts: str = ""
+    default_opts: str = ""  # for designs pipelined up to the popcounts (see default_options)
+    deep_opts: str = ""  # for designs whose adder trees are pipelined too
 
 
 TARGETS = {
     "ecp5-25k": Target("ecp5", "synth_ecp5", ("--25k", "--package", "CABGA381"), 24288, 24288, "LFE5U-25F",
-                       "-cmp2softlogic"),
+                       "-cmp2softlogic", "-nobram"),
     "ecp5-85k": Target("ecp5", "synth_ecp5", ("--85k", "--package", "CABGA381"), 83640, 83640, "LFE5U-85F",
-                       "-cmp2softlogic"),
+                       "-cmp2softlogic", "-nobram"),
     "ice40-up5k": Target("ice40", "synth_ice40", ("--up5k", "--package", "sg48"), 5280, 5280, "iCE40UP5K"),
     "ice40-hx8k": Target("ice40", "synth_ice40", ("--hx8k", "--package", "ct256"), 7680, 7680, "iCE40HX8K"),
     "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
@@ -50,6 +48,20 @@ TARGETS = {
 # Cell names -> report categories, per family (yosys `stat` names after mapping).
 LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "xc7": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6")}
 FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "xc7": ("FD",)}
+
+
+def default_options(t: Target, ports: dict) -> str:
+    """The yosys options that won when measured (README "FPGA synthesis").
+
+    ECP5, pipelined up to the popcounts: ``-cmp2softlogic`` turns the comparators' carry chains into
+    LUTs (small core: 605 -> 370 LUT4 sites, 83 -> 88 MHz). ECP5 with the adder trees pipelined
+    (the Fmax-oriented designs): ``-nobram``, keeping carry-chain comparators; otherwise yosys puts
+    the registered action table into a block RAM whose 5.6 ns clock-to-output caps Fmax near
+    125 MHz (shipped InvertedPendulum DWC, pipeline max: 125.6 MHz default, 184.9 with
+    -cmp2softlogic -nobram, 202.2 with -nobram). iCE40: abc9 (the default) beats -noabc (162 vs
+    545 LUT4)."""
+    deep = any(c.startswith("adder") for c in ports.get("register_cuts", []))
+    return t.deep_opts if deep and t.deep_opts else t.default_opts
 
 
 class DoesNotFit(RuntimeError):
@@ -105,9 +117,9 @@ def synth(build: Path, target: str, freq_mhz: float = 100.0, yosys_opts: str | N
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
     t = TARGETS[target]
-    yosys_opts = t.default_opts if yosys_opts is None else yosys_opts
     build = Path(build)
     ports = json.loads((build / "dwc_core.json").read_text())
+    yosys_opts = default_options(t, ports) if yosys_opts is None else yosys_opts
     work = build / "synth" / target
     if work.exists():
         shutil.rmtree(work)

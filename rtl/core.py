@@ -215,9 +215,7 @@ class DWCCore(wiring.Component):
             raise ValueError(f"pipeline must be in 0..{most} for this graph ({len(graph.layers)} layers, popcount "
                              f"trees {self.tree_depth} adder levels deep)")
         self.pipeline = pipeline
-        # Cuts beyond the standard ones split the adder trees into equal runs of levels.
-        extra = max(0, pipeline - self.cuts)
-        self.tree_cuts = tuple(round(self.tree_depth * j / (extra + 1)) for j in range(1, extra + 1))
+        self.tree_cuts = tree_cuts(graph, pipeline)
         super().__init__({"obs": In(obs_layout(graph)), "valid_in": In(1),
                           "action": Out(action_layout(graph)), "valid_out": Out(1)})
 
@@ -277,6 +275,21 @@ class DWCCore(wiring.Component):
         return port_description(self.graph, self.pipeline)
 
 
+def tree_cuts(g: Graph, pipeline: int) -> tuple[int, ...]:
+    """Adder levels registered inside the popcount trees: the stages beyond the standard cuts split
+    the trees into equal runs of levels."""
+    depth = max((tree_depth(len(grp)) for grp in g.groups), default=0)
+    extra = max(0, pipeline - (len(g.layers) + 2))
+    return tuple(round(depth * j / (extra + 1)) for j in range(1, extra + 1))
+
+
+def register_cuts(g: Graph, pipeline: int) -> list[str]:
+    """Where the ``pipeline`` register stages sit, in data-flow order (for reports and users)."""
+    standard = ["comparators", *(f"layer{l}" for l in range(len(g.layers))), "popcounts"]
+    first = standard[:min(pipeline, len(standard))]
+    return first[:-1] + [f"adder level {c}" for c in tree_cuts(g, pipeline)] + first[-1:] if first else []
+
+
 def max_pipeline(g: Graph) -> int:
     """Most register cuts a graph takes: comparators, each layer, popcounts, then one per inner adder level."""
     depth = max((tree_depth(len(grp)) for grp in g.groups), default=0)
@@ -294,6 +307,7 @@ def port_description(g: Graph, pipeline: int) -> dict:
         "module": "dwc_core",
         "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
         "latency_cycles": 2 + pipeline, "initiation_interval": 1, "pipeline": pipeline,
+        "register_cuts": register_cuts(g, pipeline),
         "inputs": {"obs": [{"field": f"o{d}", "signed": True, "width": f.width, "frac": f.frac,
                             "lsb": sum(x.width for x in g.obs_formats[:d])} for d, f in enumerate(g.obs_formats)],
                    "valid_in": {"width": 1}},

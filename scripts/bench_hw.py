@@ -73,21 +73,22 @@ def main() -> None:
                                  "yosys_options": r["yosys_options"], "seconds": r["seconds"], "fits": True})
                 except DoesNotFit as e:
                     rows.append({**row, "fits": False, "why": str(e)})
+                print(f"    {json.dumps(rows[-1])}", flush=True)
+                if args.json:  # after every row: a long run that is cut short keeps what it measured
+                    args.json.write_text(json.dumps(rows, indent=2))
     print(f"\n{args.freq:g} MHz requested; LUTs: the core alone (LUT4 on ECP5/iCE40, all LUT sizes on xc7); "
           f"nJ: ESTIMATED energy per action at Fmax (dwc.fpga.energy; xc7: no static part)")
     print(f"{'design':<10}{'pipe':>5}{'IR LUTs':>8}  {'target':<11}{'LUTs':>7}{'FFs':>6}{'Fmax':>8}{'lat':>5}"
-          f"{'nJ':>8}{'secs':>7}")
+          f"{'nJ':>10}{'secs':>7}")
     for r in rows:
         head = f"{r['design']:<10}{r['pipeline']:>5}{r['ir_luts']:>8}  {r['target']:<11}"
         if r["fits"]:
             fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
-            print(f"{head}{r['luts']:>7}{r['ffs']:>6}{fmax:>8}{r['latency_cycles']:>5}{r['nj']:>8.3g}"
+            print(f"{head}{r['luts']:>7}{r['ffs']:>6}{fmax:>8}{r['latency_cycles']:>5}{r['nj']:>10.3g}"
                   f"{r['seconds']:>7.0f}")
         else:
             print(f"{head}  does not fit: {r['why'][:70]}")
     print(PUBLISHED)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
 
 
 if __name__ == "__main__":

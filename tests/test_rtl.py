@@ -86,3 +86,14 @@ def test_emitted_verilog_lints_clean(tmp_path, pipeline):
     _verilator_env()
     res = subprocess.run(["verilator", "--lint-only", str(tmp_path / "dwc_core.v")], capture_output=True, text=True)
     assert res.returncode == 0 and "%Warning" not in res.stderr, res.stderr[:2000]
+
+
+def test_register_cuts_are_described():
+    from dwc.rtl.core import max_pipeline, port_description
+    g = random_graph(2)
+    most = max_pipeline(g)
+    cuts = port_description(g, most)["register_cuts"]
+    assert len(cuts) == most and cuts[0] == "comparators" and cuts[-1] == "popcounts"
+    assert port_description(g, 1)["register_cuts"] == ["comparators"]
+    with pytest.raises(ValueError):
+        DWCCore(g, most + 1)

@@ -77,3 +77,14 @@ def test_board_top_builds_a_bitstream(small_build, board, capsys):
     assert Path(r["bitstream"]).stat().st_size > 10_000 and r["latency_cycles"] == 3
     assert r["fmax_mhz"] >= r["clock_mhz"]  # timing met at the board's clock
     assert board in capsys.readouterr().out
+
+
+def test_default_options_follow_the_pipelining():
+    """The measured winners: ECP5 soft-logic comparators up to popcount cuts, no block RAM once the
+    adder trees are pipelined (README "Synthesis options, measured")."""
+    from dwc.fpga.synth import TARGETS, default_options
+    shallow = {"register_cuts": ["comparators", "layer0", "layer1", "popcounts"]}
+    deep = {"register_cuts": ["comparators", "layer0", "layer1", "adder level 4", "popcounts"]}
+    assert default_options(TARGETS["ecp5-25k"], shallow) == "-cmp2softlogic"
+    assert default_options(TARGETS["ecp5-85k"], deep) == "-nobram"
+    assert default_options(TARGETS["ice40-hx8k"], deep) == default_options(TARGETS["ice40-hx8k"], shallow) == ""
