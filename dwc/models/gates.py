@@ -1,11 +1,12 @@
 """Differentiable logic-gate layer (Petersen et al., "Deep Differentiable Logic Gate Networks",
 NeurIPS 2022): each neuron is a 2-input gate choosing among the 16 Boolean functions.
 
-Training relaxes the choice: the gate computes the softmax-weighted mix of the 16 functions'
-real-valued forms (a AND b -> a*b, a XOR b -> a + b - 2ab, ...). Every such form is an affine
-function of (1, a, b, ab), so the mix is ``c0 + c1 a + c2 b + c3 ab`` with ``c = softmax(w) @ BASIS``:
-one small matmul per layer, no loop over functions. In eval mode each gate is its argmax function
-on hard bits, which is exactly a 2-input LUT: the IR and the hardware take it unchanged.
+The gradient relaxes the choice: the softmax-weighted mix of the 16 functions' real-valued forms
+(a AND b -> a*b, a XOR b -> a + b - 2ab, ...). Every such form is an affine function of
+(1, a, b, ab), so the mix is ``c0 + c1 a + c2 b + c3 ab`` with ``c = softmax(w) @ BASIS``: one small
+matmul per layer, no loop over functions. The forward (training and eval) is each gate's argmax
+function on hard bits, exactly a 2-input LUT, so the network trained is the circuit deployed
+(straight-through estimator); the IR and the hardware take it unchanged.
 Wiring is random and fixed (as published): two distinct sources per gate where possible.
 """
 from __future__ import annotations
@@ -53,10 +54,15 @@ class GateLayer(nn.Module):
         """Feature-major: bits or probabilities (in_features, batch) -> (out_features, batch)."""
         pair = x.index_select(0, self.fixed_wiring).view(self.out_features, 2, x.shape[1])
         a, b = pair[:, 0], pair[:, 1]
+        hard = self.basis.index_select(0, self.weights.argmax(dim=1))  # exact 0/1 results on 0/1 inputs
         if self.training:
-            c = torch.softmax(self.weights, dim=1) @ self.basis  # (out, 4)
+            # Straight-through: the forward is the circuit (hard function, 0/1 bits), the gradient is
+            # the relaxed mix's. A soft forward trains a different network from the one deployed; on
+            # InvertedPendulum it reached 1000 in training but 370 with hard gates.
+            soft = torch.softmax(self.weights, dim=1) @ self.basis  # (out, 4)
+            c = hard + (soft - soft.detach())  # exactly hard in value
         else:
-            c = self.basis.index_select(0, self.weights.argmax(dim=1))  # exact 0/1 results on 0/1 inputs
+            c = hard
         return c[:, :1] + c[:, 1:2] * a + c[:, 2:3] * b + c[:, 3:4] * (a * b)
 
     def constrain_(self) -> None:
