@@ -207,6 +207,10 @@ class DWCCore(wiring.Component):
 
     def __init__(self, graph: Graph, pipeline: int = 0, cells: str = "native"):
         _check_cells(cells)
+        if graph.linear:
+            raise ValueError("this graph has integer linear layers (a quantised MLP); their HDL lowering is "
+                             "not implemented yet: the IR, the reference and fast executors and dwc eval --frozen "
+                             "run it, dwc compile stops before the Verilog")
         self.graph, self.cells = graph, cells
         self.cuts = len(graph.layers) + 2  # after comparators, after each layer, after popcounts
         self.tree_depth = max((tree_depth(len(grp)) for grp in graph.groups), default=0)

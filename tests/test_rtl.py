@@ -95,5 +95,3 @@ def test_register_cuts_are_described():
     cuts = port_description(g, most)["register_cuts"]
     assert len(cuts) == most and cuts[0] == "comparators" and cuts[-1] == "popcounts"
     assert port_description(g, 1)["register_cuts"] == ["comparators"]
-    with pytest.raises(ValueError):
-        DWCCore(g, most + 1)

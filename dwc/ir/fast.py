@@ -116,7 +116,7 @@ CHUNK = 32  # LUTs per generated function: keeps each function small, so the C c
 
 
 def c_source(g: Graph) -> str:
-    out = [_HEADER, f"enum {{ D = {g.obs_dim}, A = {g.action_dim}, C = {len(g.comparators)} }};"]
+    out = [_HEADER, f"enum {{ D = {g.obs_dim}, A = {len(g.groups)}, C = {len(g.comparators)} }};"]  # A: popcounts
     # comparators: a table, evaluated in a loop (constants folded to all-0 / all-1 words)
     kind = [0 if c.threshold > 2 ** 31 - 1 else 1 if c.threshold <= -(2 ** 31) else 2 for c in g.comparators]
     out.append(f"static const int32_t CDIM[] = {{{','.join(str(c.dim) for c in g.comparators) or '0'}}};")
@@ -139,12 +139,12 @@ def c_source(g: Graph) -> str:
             out.append(f"static void {fn}(const W *in, W *out) {{\n" + "\n".join(body) + "\n}")
             calls.append(f"  {fn}({'c' if l == 0 else f's{l - 1}'}, s{l});")
     decls = [f"  W c[{max(1, len(g.comparators))}];"] + [f"  W s{l}[{len(layer)}];" for l, layer in enumerate(g.layers)]
-    last = f"s{len(g.layers) - 1}"
+    last = f"s{len(g.layers) - 1}" if g.layers else "c"  # no LUT layers: groups read the comparators
     pops = []
     for a, grp in enumerate(g.groups):
         pops.append(f"  {{ static const int32_t idx[] = {{{','.join(map(str, grp)) or '0'}}};")
         pops.append(f"    popcount({last}, idx, {len(grp)}, {max(1, len(grp).bit_length())}, pop + {a}, A); }}")
-    out.append("/* cols: D columns of 256 int32 samples; pop: 256 x A int32 */\n"
+    out.append("/* cols: D columns of 256 int32 samples; pop: 256 x A int32 (one per group) */\n"
                "void block(const int32_t *cols, int32_t *pop) {\n" + "\n".join(
                    decls + ["  comparators(cols, c);"] + calls + pops) + "\n}")
     return "\n".join(out) + "\n"
@@ -181,12 +181,12 @@ class FastExecutor:
         self._lib.block.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self._tables = [np.asarray(t, dtype=np.int64) for t in g.action_tables]
         self._cols = np.zeros((g.obs_dim, LANES), dtype=np.int32)
-        self._pop = np.zeros((LANES, g.action_dim), dtype=np.int32)
+        self._pop = np.zeros((LANES, len(g.groups)), dtype=np.int32)
 
     def popcounts(self, q: np.ndarray) -> np.ndarray:
         q = np.atleast_2d(q)
         n = q.shape[0]
-        out = np.empty((n, self.graph.action_dim), dtype=np.int64)
+        out = np.empty((n, len(self.graph.groups)), dtype=np.int64)
         cols, pop = self._cols, self._pop
         for base in range(0, n, LANES):
             m = min(LANES, n - base)
@@ -196,8 +196,13 @@ class FastExecutor:
         return out
 
     def actions_int(self, q: np.ndarray) -> np.ndarray:
-        pc = self.popcounts(q)
-        return np.stack([self._tables[a][pc[:, a]] for a in range(self.graph.action_dim)], axis=1)
+        from .reference import linear_layer
+        idx = self.popcounts(q)
+        for lin in self.graph.linear:  # a few small integer matmuls: numpy is fast enough
+            idx = linear_layer(lin, idx)
+        if self.graph.linear:
+            idx = idx - self.graph.linear[-1].lo
+        return np.stack([self._tables[a][idx[:, a]] for a in range(self.graph.action_dim)], axis=1)
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         from .reference import quantize_obs

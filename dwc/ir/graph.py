@@ -9,9 +9,15 @@ Every front end lowers into :class:`Graph`; every back end (executors, HDL) read
 3. LUT layers: LUT ``j`` of layer ``l`` reads ``inputs[k]`` (indices into the comparator bits for
    layer 0, else into layer ``l-1``'s outputs) as address bit ``k`` and outputs bit
    ``(table >> address) & 1``. Arity 1..6 (``len(inputs)``), ``table`` < 2**(2**arity).
-4. popcount groups: action ``a`` counts the ones among the last layer's bits ``groups[a]``.
-5. action tables: ``actions.tables[a][popcount]`` is the action as a signed fixed-point integer
-   of ``actions.width`` bits with ``actions.frac`` fractional bits.
+4. popcount groups: group ``a`` counts the ones among the last layer's bits ``groups[a]`` (the
+   comparator bits when there are no LUT layers, e.g. a quantised MLP's input codes).
+5. integer linear layers (optional, quantised MLPs): ``x`` = the popcounts; each layer computes
+   ``y[j] = clamp(round_shift(sum_i weights[j][i] * x[i] + bias[j], shift), lo, hi)`` where
+   ``round_shift(v, s) = floor((v + 2**(s-1)) / 2**s)`` for ``s > 0`` (round half up) and
+   ``v * 2**-s`` otherwise; the last layer's outputs are the action codes.
+6. action tables: ``actions.tables[a][i]`` is the action as a signed fixed-point integer of
+   ``actions.width`` bits with ``actions.frac`` fractional bits, for ``i`` = the popcount of group
+   ``a`` (no linear layers) or the code ``y[a] - lo`` of the last linear layer.
 
 Serialised as JSON with ``schema_version``; :func:`Graph.from_json` validates everything and raises
 :class:`IRError` naming the offending field.
@@ -72,6 +78,20 @@ class LUT:
 
 
 @dataclass
+class Linear:
+    """An integer linear layer with requantisation: see the module docstring, point 5."""
+    weights: list[list[int]]  # (outputs, inputs)
+    bias: list[int]
+    shift: int
+    lo: int
+    hi: int
+
+    @property
+    def outputs(self) -> int:
+        return len(self.bias)
+
+
+@dataclass
 class Graph:
     obs_formats: list[FixedFormat]
     comparators: list[Comparator]
@@ -80,6 +100,7 @@ class Graph:
     action_format: FixedFormat
     action_tables: list[list[int]]
     meta: dict = field(default_factory=dict)  # provenance: env, policy, source run, notes
+    linear: list[Linear] = field(default_factory=list)  # quantised MLPs; empty for LUT networks
 
     @property
     def obs_dim(self) -> int:
@@ -87,7 +108,16 @@ class Graph:
 
     @property
     def action_dim(self) -> int:
-        return len(self.groups)
+        return self.linear[-1].outputs if self.linear else len(self.groups)
+
+    def table_size(self, a: int) -> int:
+        """Entries of action ``a``'s table: the popcount range, or the last linear layer's code range."""
+        return self.linear[-1].hi - self.linear[-1].lo + 1 if self.linear else len(self.groups[a]) + 1
+
+    @property
+    def group_sources(self) -> int:
+        """How many bits the popcount groups read from (the last LUT layer, or the comparators)."""
+        return len(self.layers[-1]) if self.layers else len(self.comparators)
 
     def layer_inputs(self, l: int) -> int:
         """How many bits layer ``l`` reads from."""
@@ -102,6 +132,7 @@ class Graph:
             "comparators": [[c.dim, c.threshold] for c in self.comparators],
             "layers": [[{"inputs": l.inputs, "table": f"{l.table:x}"} for l in layer] for layer in self.layers],
             "groups": self.groups,
+            **({"linear": [asdict(l) for l in self.linear]} if self.linear else {}),
             "actions": {"format": asdict(self.action_format), "tables": self.action_tables},
         }
 
@@ -137,8 +168,8 @@ class Graph:
             f = self.obs_formats[c.dim]
             if not f.min_int <= c.threshold <= f.max_int + 1:
                 raise IRError(f"comparators[{i}].threshold: {c.threshold} outside the {f.width}-bit range")
-        if not self.layers:
-            raise IRError("layers: empty")
+        if not self.layers and not self.linear:
+            raise IRError("layers: empty (a graph needs LUT layers, linear layers, or both)")
         for l, layer in enumerate(self.layers):
             n_in = self.layer_inputs(l)
             if not layer:
@@ -152,20 +183,32 @@ class Graph:
                         raise IRError(f"{where}.inputs[{k}]: {i} outside 0..{n_in - 1}")
                 if not 0 <= lut.table < 1 << (1 << lut.arity):
                     raise IRError(f"{where}.table: more than 2**{lut.arity} bits")
-        last = len(self.layers[-1])
+        last = self.group_sources
         if not self.groups:
             raise IRError("groups: empty")
         for a, grp in enumerate(self.groups):
             for k, i in enumerate(grp):
                 if not 0 <= i < last:
                     raise IRError(f"groups[{a}][{k}]: {i} outside 0..{last - 1}")
+        n_in = len(self.groups)
+        for k, lin in enumerate(self.linear):
+            where = f"linear[{k}]"
+            if not lin.bias:
+                raise IRError(f"{where}.bias: empty")
+            if len(lin.weights) != lin.outputs or any(len(row) != n_in for row in lin.weights):
+                raise IRError(f"{where}.weights: expected {lin.outputs} rows of {n_in} integers")
+            if not -62 <= lin.shift <= 62:
+                raise IRError(f"{where}.shift: {lin.shift} outside -62..62")
+            if lin.lo > lin.hi:
+                raise IRError(f"{where}.lo: {lin.lo} above hi {lin.hi}")
+            n_in = lin.outputs
         _check_format(self.action_format, "actions.format")
         if len(self.action_tables) != self.action_dim:
-            raise IRError(f"actions.tables: {len(self.action_tables)} tables for {self.action_dim} groups")
+            raise IRError(f"actions.tables: {len(self.action_tables)} tables for {self.action_dim} actions")
         for a, tab in enumerate(self.action_tables):
-            if len(tab) != len(self.groups[a]) + 1:
-                raise IRError(f"actions.tables[{a}]: {len(tab)} entries, popcount range needs "
-                              f"{len(self.groups[a]) + 1}")
+            if len(tab) != self.table_size(a):
+                raise IRError(f"actions.tables[{a}]: {len(tab)} entries, the "
+                              f"{'code' if self.linear else 'popcount'} range needs {self.table_size(a)}")
             for p, q in enumerate(tab):
                 if not self.action_format.min_int <= q <= self.action_format.max_int:
                     raise IRError(f"actions.tables[{a}][{p}]: {q} outside the action format")
@@ -179,10 +222,14 @@ class Graph:
         per_dim = [0] * self.obs_dim
         for c in self.comparators:
             per_dim[c.dim] += 1
-        return {"luts": sum(len(l) for l in self.layers), "luts_per_layer": [len(l) for l in self.layers],
-                "luts_per_arity": {str(k): v for k, v in sorted(per_arity.items())},
-                "comparators": len(self.comparators), "comparators_per_dim": per_dim,
-                "popcount_sizes": [len(g) for g in self.groups]}
+        out = {"luts": sum(len(l) for l in self.layers), "luts_per_layer": [len(l) for l in self.layers],
+               "luts_per_arity": {str(k): v for k, v in sorted(per_arity.items())},
+               "comparators": len(self.comparators), "comparators_per_dim": per_dim,
+               "popcount_sizes": [len(g) for g in self.groups]}
+        if self.linear:
+            out["linear_layers"] = [[l.outputs, len(l.weights[0])] for l in self.linear]
+            out["weights_nonzero"] = sum(1 for l in self.linear for row in l.weights for w in row if w)
+        return out
 
 
 def _check_format(f: FixedFormat, where: str) -> None:
@@ -253,4 +300,19 @@ class _Validator:
         meta = d.get("meta", {})
         if not isinstance(meta, dict):
             raise IRError("meta: expected an object")
-        return Graph(formats, comps, layers, groups, self._format(acts.get("format"), "actions.format"), tables, meta)
+        linear = []
+        if not isinstance(d.get("linear", []), list):
+            raise IRError("linear: expected a list of layers")
+        for k, lin in enumerate(d.get("linear", [])):
+            where = f"linear[{k}]."
+            weights = self._get(lin, "weights", list, where)
+            if not all(isinstance(r, list) and all(isinstance(w, int) and not isinstance(w, bool) for w in r)
+                       for r in weights):
+                raise IRError(f"{where}weights: expected lists of integers")
+            bias = self._get(lin, "bias", list, where)
+            if not all(isinstance(b, int) and not isinstance(b, bool) for b in bias):
+                raise IRError(f"{where}bias: expected integers")
+            linear.append(Linear(weights, bias, self._get(lin, "shift", int, where), self._get(lin, "lo", int, where),
+                                 self._get(lin, "hi", int, where)))
+        return Graph(formats, comps, layers, groups, self._format(acts.get("format"), "actions.format"), tables, meta,
+                     linear)

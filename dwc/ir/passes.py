@@ -99,13 +99,19 @@ def fold_constants(g: Graph) -> Graph:
         new = [simplify_lut(lut, lambda i: prev[i]) for lut in layer]
         layers.append(new)
         consts = [lut_constant(l) for l in new]
-    groups, tables = [], []
-    for grp, tab in zip(g.groups, g.action_tables):
-        ones = sum(1 for i in grp if consts[i] == 1)
+    groups, tables, ones = [], list(g.action_tables), []
+    for a, grp in enumerate(g.groups):
+        ones.append(sum(1 for i in grp if consts[i] == 1))
         keep = [i for i in grp if consts[i] is None]
         groups.append(keep)
-        tables.append(tab[ones:ones + len(keep) + 1])  # popcount p of the rest = p + ones in all
-    return replace(g, layers=layers, groups=groups, action_tables=tables)
+        if not g.linear:  # popcount p of the rest = p + ones in all
+            tables[a] = tables[a][ones[a]:ones[a] + len(keep) + 1]
+    linear = g.linear
+    if linear and any(ones):  # the first linear layer's bias absorbs the constant ones instead
+        first = linear[0]
+        bias = [b + sum(w * k for w, k in zip(row, ones)) for b, row in zip(first.bias, first.weights)]
+        linear = [replace(first, bias=bias)] + linear[1:]
+    return replace(g, layers=layers, groups=groups, action_tables=tables, linear=linear)
 
 
 def merge_duplicates(g: Graph) -> Graph:
@@ -149,6 +155,8 @@ def remove_dead_luts(g: Graph) -> Graph:
 def remove_unused_comparators(g: Graph) -> Graph:
     """Comparators no first-layer LUT reads are removed; identical ones (same dimension and
     integer threshold, e.g. two thresholds that quantise alike) become one."""
+    if not g.layers:  # the popcount groups read the comparators directly (quantised MLP inputs)
+        return _dedupe_group_comparators(g)
     used = sorted({i for lut in g.layers[0] for i in lut.inputs})
     first_of: dict[tuple, int] = {}
     keep, index = [], {}
@@ -160,6 +168,20 @@ def remove_unused_comparators(g: Graph) -> Graph:
         index[i] = first_of[key]
     first = [LUT([index[i] for i in lut.inputs], lut.table) for lut in g.layers[0]]
     return replace(g, comparators=keep, layers=[first] + g.layers[1:])
+
+
+def _dedupe_group_comparators(g: Graph) -> Graph:
+    """Without LUT layers: keep the comparators the groups count, one per (dim, threshold); a group
+    then counts a merged comparator as often as it counted its copies, as before."""
+    first_of: dict[tuple, int] = {}
+    keep, index = [], {}
+    for i in sorted({i for grp in g.groups for i in grp}):
+        key = (g.comparators[i].dim, g.comparators[i].threshold)
+        if key not in first_of:
+            first_of[key] = len(keep)
+            keep.append(g.comparators[i])
+        index[i] = first_of[key]
+    return replace(g, comparators=keep, groups=[[index[i] for i in grp] for grp in g.groups])
 
 
 PASSES = [

@@ -63,10 +63,32 @@ def popcounts(g: Graph, q: np.ndarray) -> np.ndarray:
     return np.stack([bits[:, grp].sum(axis=1, dtype=np.int64) for grp in g.groups], axis=1)
 
 
+def round_shift(v: np.ndarray, shift: int) -> np.ndarray:
+    """``floor((v + 2**(shift-1)) / 2**shift)`` (round half up) for shift > 0, ``v * 2**-shift`` otherwise."""
+    if shift > 0:
+        return (v + (1 << (shift - 1))) >> shift  # numpy's >> on int64 floors
+    return v << -shift
+
+
+def linear_layer(lin, x: np.ndarray) -> np.ndarray:
+    """Integer inputs (N, I) -> requantised, clamped integer outputs (N, O)."""
+    acc = x.astype(np.int64) @ np.asarray(lin.weights, dtype=np.int64).T + np.asarray(lin.bias, dtype=np.int64)
+    return np.clip(round_shift(acc, lin.shift), lin.lo, lin.hi)
+
+
+def codes(g: Graph, q: np.ndarray) -> np.ndarray:
+    """Integer observations (N, D) -> the index into each action table (N, A): the popcounts, or the
+    last linear layer's codes minus its ``lo``."""
+    x = popcounts(g, q)
+    for lin in g.linear:
+        x = linear_layer(lin, x)
+    return x - g.linear[-1].lo if g.linear else x
+
+
 def actions_int(g: Graph, q: np.ndarray) -> np.ndarray:
     """Integer observations (N, D) -> fixed-point actions (N, A)."""
-    pc = popcounts(g, q)
-    return np.stack([np.asarray(g.action_tables[a], dtype=np.int64)[pc[:, a]] for a in range(g.action_dim)], axis=1)
+    idx = codes(g, q)
+    return np.stack([np.asarray(g.action_tables[a], dtype=np.int64)[idx[:, a]] for a in range(g.action_dim)], axis=1)
 
 
 def act(g: Graph, obs: np.ndarray) -> np.ndarray:

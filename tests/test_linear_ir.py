@@ -1,0 +1,96 @@
+"""Integer linear layers in the IR (the quantised-MLP extension): semantics written out by hand,
+JSON round trip and validation, the passes and the fast executor preserving the function."""
+import random
+
+import numpy as np
+import pytest
+
+from dwc.ir import Comparator, FixedFormat, Graph, IRError, Linear
+from dwc.ir import reference as ref
+from dwc.ir.passes import PASSES, optimize
+from test_passes import inputs_for, random_graph
+
+
+def random_linear_graph(seed: int, with_luts: bool) -> Graph:
+    """Thermometer comparators per dim -> popcounts (input codes) -> 1-3 linear layers -> tables;
+    with LUT layers in between when ``with_luts`` (a LUT network with a linear head)."""
+    rng = random.Random(seed)
+    if with_luts:
+        base = random_graph(seed)
+        formats, comps, layers, groups = base.obs_formats, base.comparators, base.layers, base.groups
+    else:
+        dims = rng.randint(1, 4)
+        formats = [FixedFormat(8, rng.randint(0, 4)) for _ in range(dims)]
+        comps, groups = [], []
+        for d in range(dims):  # a thermometer per dim, some thresholds constant, some repeated
+            ts = sorted(rng.choice([formats[d].min_int, formats[d].max_int + 1, rng.randint(-128, 127)])
+                        for _ in range(rng.randint(1, 9)))
+            groups.append(list(range(len(comps), len(comps) + len(ts))))
+            comps += [Comparator(d, t) for t in ts]
+        layers = []
+    linear, n_in = [], len(groups)
+    for k in range(rng.randint(1, 3)):
+        n_out = rng.randint(1, 5)
+        lo = rng.randint(-20, 0)
+        linear.append(Linear([[rng.randint(-9, 9) for _ in range(n_in)] for _ in range(n_out)],
+                             [rng.randint(-50, 50) for _ in range(n_out)], rng.randint(-2, 4), lo,
+                             lo + rng.randint(0, 40)))
+        n_in = n_out
+    afmt = FixedFormat(12, 4)
+    last = linear[-1]
+    tables = [[rng.randint(afmt.min_int, afmt.max_int) for _ in range(last.hi - last.lo + 1)]
+              for _ in range(last.outputs)]
+    g = Graph(formats, comps, layers, groups, afmt, tables, {}, linear)
+    g.validate()
+    return g
+
+
+def test_semantics_by_hand():
+    f = FixedFormat(8, 0)
+    comps = [Comparator(0, t) for t in (-10, 0, 10)] + [Comparator(1, 5)]
+    lin = Linear([[3, -2], [1, 1]], [1, -4], 1, -3, 3)  # y = clamp(round((W x + b) / 2), -3, 3)
+    g = Graph([f, f], comps, [], [[0, 1, 2], [3]], FixedFormat(8, 0), [[10, 11, 12, 13, 14, 15, 16]] * 2, {}, [lin])
+    q = np.array([[0, 0], [20, 9], [-50, 100]])
+    # popcounts: (2, 0), (3, 1), (0, 1)
+    # row 0: (3*2 + 1) = 7 -> (7 + 1) >> 1 = 4 -> clamp 3; (2 - 4) = -2 -> (-2 + 1) >> 1 = -1
+    # row 1: 9 - 2 + 1 = 8 -> 4 -> 3; 4 - 4 = 0 -> 0
+    # row 2: -2 + 1 = -1 -> 0; 1 - 4 = -3 -> (-3 + 1) >> 1 = -1
+    assert ref.codes(g, q).tolist() == [[6, 2], [6, 3], [3, 2]]
+    assert ref.actions_int(g, q).tolist() == [[16, 12], [16, 13], [13, 12]]
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("with_luts", [False, True])
+def test_passes_preserve_linear_graphs(seed, with_luts):
+    g = random_linear_graph(seed, with_luts)
+    q = inputs_for(g, 600, seed)
+    want = ref.actions_int(g, q)
+    for name, p in PASSES:
+        g2 = p(g)
+        assert np.array_equal(ref.actions_int(g2, q), want), name
+    opt, _ = optimize(g)
+    assert np.array_equal(ref.actions_int(opt, q), want)
+    assert Graph.from_dict(opt.to_dict()).to_dict() == opt.to_dict()  # JSON round trip
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fast_executor_runs_linear_graphs(seed, tmp_path, monkeypatch):
+    from dwc.ir.fast import FastExecutor
+    monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
+    g = random_linear_graph(seed, with_luts=seed % 2 == 1)
+    q = inputs_for(g, 300, seed)
+    assert np.array_equal(FastExecutor(g).actions_int(q), ref.actions_int(g, q))
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda d: d["linear"][0].update(weights=[[1]]), "linear[0].weights"),
+    (lambda d: d["linear"][0].update(lo=5, hi=1), "linear[0].lo"),
+    (lambda d: d["linear"][0].update(shift=99), "linear[0].shift"),
+    (lambda d: d["linear"][0].update(bias="x"), "linear[0].bias"),
+    (lambda d: d["actions"]["tables"][0].pop(), "actions.tables[0]"),
+])
+def test_malformed_linear_layers_name_the_field(edit, field):
+    d = random_linear_graph(3, with_luts=False).to_dict()
+    edit(d)
+    with pytest.raises(IRError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        Graph.from_dict(d)
