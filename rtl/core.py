@@ -203,10 +203,17 @@ class ActionTable(wiring.Component):
 
 
 class DWCCore(wiring.Component):
-    """The whole policy circuit with a valid handshake; ``latency`` cycles from input to output."""
+    """The whole policy circuit with a valid handshake; ``latency`` cycles from input to output.
 
-    def __init__(self, graph: Graph, pipeline: int = 0, cells: str = "native"):
+    ``scope="network"`` builds only the LUT layers and popcounts (comparator bits in, popcounts
+    out), the scope of the published Artix-7 cores, so benchmarks can compare like with like; the
+    input register then stands in for the cut after the comparators."""
+
+    def __init__(self, graph: Graph, pipeline: int = 0, cells: str = "native", scope: str = "policy"):
         _check_cells(cells)
+        if scope not in ("policy", "network"):
+            raise ValueError("scope must be 'policy' (observation in, action out) or 'network' (bits in, popcounts out)")
+        self.scope = scope
         if graph.linear:
             raise ValueError("this graph has integer linear layers (a quantised MLP); their HDL lowering is "
                              "not implemented yet: the IR, the reference and fast executors and dwc eval --frozen "
@@ -220,20 +227,23 @@ class DWCCore(wiring.Component):
                              f"trees {self.tree_depth} adder levels deep)")
         self.pipeline = pipeline
         self.tree_cuts = tree_cuts(graph, pipeline)
-        super().__init__({"obs": In(obs_layout(graph)), "valid_in": In(1),
-                          "action": Out(action_layout(graph)), "valid_out": Out(1)})
+        if scope == "policy":
+            ports = {"obs": In(obs_layout(graph)), "action": Out(action_layout(graph))}
+        else:
+            ports = {"bits": In(max(1, len(graph.comparators))),
+                     "counts": Out(sum(count_width(len(grp)) for grp in graph.groups))}
+        super().__init__({**ports, "valid_in": In(1), "valid_out": Out(1)})
 
     @property
     def latency(self) -> int:
-        return 2 + self.pipeline
+        return 2 + self.pipeline - (self.scope == "network" and self.pipeline > 0)
 
     def elaborate(self, platform):
         g, cells = self.graph, self.cells
         m = Module()
         stage = 0
-        obs = Signal(obs_layout(g), name="obs_r")
         valid = Signal(name="valid_r")
-        m.d.sync += [obs.eq(self.obs), valid.eq(self.valid_in)]
+        m.d.sync += valid.eq(self.valid_in)
 
         def cut(sig, name):
             """Register ``sig`` (and the valid bit) if this cut point is pipelined."""
@@ -247,9 +257,16 @@ class DWCCore(wiring.Component):
             valid = v
             return reg
 
-        m.submodules.comparators = bank = ComparatorBank(g, cells)
-        m.d.comb += bank.obs.eq(obs)
-        bits = cut(bank.bits, "cmp_r")
+        if self.scope == "policy":
+            obs = Signal(obs_layout(g), name="obs_r")
+            m.d.sync += obs.eq(self.obs)
+            m.submodules.comparators = bank = ComparatorBank(g, cells)
+            m.d.comb += bank.obs.eq(obs)
+            bits = cut(bank.bits, "cmp_r")
+        else:
+            bits = Signal(len(self.bits), name="bits_r")
+            m.d.sync += bits.eq(self.bits)
+            stage += 1  # the input register is the cut after the comparators
         for l, luts in enumerate(g.layers):
             m.submodules[f"layer{l}"] = layer = LUTLayer(luts, len(bits), cells)
             m.d.comb += layer.inp.eq(bits)
@@ -265,6 +282,9 @@ class DWCCore(wiring.Component):
             m.d.sync += v.eq(valid)
             valid = v
         counts = cut(Cat(*counts), "pop_r")
+        if self.scope == "network":
+            m.d.sync += [self.counts.eq(counts), self.valid_out.eq(valid)]
+            return m
         action = Signal(action_layout(g), name="action_c")
         offset = 0
         for a, grp in enumerate(g.groups):
@@ -276,7 +296,18 @@ class DWCCore(wiring.Component):
         return m
 
     def port_description(self) -> dict:
-        return port_description(self.graph, self.pipeline)
+        desc = port_description(self.graph, self.pipeline)
+        if self.scope == "network":
+            offsets = [0]
+            for grp in self.graph.groups:
+                offsets.append(offsets[-1] + count_width(len(grp)))
+            desc.update(scope="network", latency_cycles=self.latency,
+                        inputs={"bits": [{"field": "bits", "signed": False, "width": len(self.bits), "frac": 0,
+                                          "lsb": 0}], "valid_in": {"width": 1}},
+                        outputs={"counts": [{"field": f"p{a}", "signed": False, "width": count_width(len(grp)),
+                                             "frac": 0, "lsb": offsets[a]} for a, grp in enumerate(self.graph.groups)],
+                                 "valid_out": {"width": 1}})
+        return desc
 
 
 def tree_cuts(g: Graph, pipeline: int) -> tuple[int, ...]:
@@ -300,9 +331,15 @@ def max_pipeline(g: Graph) -> int:
     return len(g.layers) + 2 + max(0, depth - 1)
 
 
+def data_ports(ports: dict) -> tuple[str, str]:
+    """Names of the data input and output ports (obs/action, or bits/counts for the network scope)."""
+    return (next(k for k in ports["inputs"] if k != "valid_in"), next(k for k in ports["outputs"] if k != "valid_out"))
+
+
 def port_bits(ports: dict) -> tuple[int, int]:
-    """Widths of the packed observation and action words described by a port description."""
-    return (sum(f["width"] for f in ports["inputs"]["obs"]), sum(f["width"] for f in ports["outputs"]["action"]))
+    """Widths of the packed input and output words described by a port description."""
+    i, o = data_ports(ports)
+    return sum(f["width"] for f in ports["inputs"][i]), sum(f["width"] for f in ports["outputs"][o])
 
 
 def port_description(g: Graph, pipeline: int) -> dict:

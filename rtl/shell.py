@@ -13,7 +13,7 @@ from amaranth.hdl import Instance
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .core import port_bits
+from .core import data_ports, port_bits
 
 
 class SerialShell(wiring.Component):
@@ -21,6 +21,7 @@ class SerialShell(wiring.Component):
 
     def __init__(self, ports: dict):
         self.obs_bits, self.act_bits = port_bits(ports)
+        self.in_port, self.out_port = data_ports(ports)
         super().__init__({"sin": In(1), "load": In(1), "shift_out": In(1), "sout": Out(1), "done": Out(1)})
 
     def elaborate(self, platform):
@@ -36,7 +37,8 @@ class SerialShell(wiring.Component):
             m.d.sync += [act.eq(act >> 1), self.done.eq(0)]
         m.d.comb += self.sout.eq(act[0])
         m.submodules.core = Instance("dwc_core", i_clk=ClockSignal("sync"), i_rst=ResetSignal("sync"),
-                                     i_obs=obs, i_valid_in=self.load, o_action=core_act, o_valid_out=valid_out)
+                                     i_valid_in=self.load, o_valid_out=valid_out,
+                                     **{f"i_{self.in_port}": obs, f"o_{self.out_port}": core_act})
         return m
 
 

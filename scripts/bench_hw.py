@@ -23,8 +23,9 @@ PUBLISHED = "published Artix-7 core (reference paper): ~0.8k-3.2k LUT6, 1-3 cycl
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def make_design(name: str, out: Path, pipeline: str) -> Path:
-    """Compile one design into ``out``; ``pipeline``: a number of register stages or "max"."""
+def make_design(name: str, out: Path, pipeline: str, scope: str = "policy") -> Path:
+    """Compile one design into ``out``; ``pipeline``: a number of register stages or "max";
+    ``scope="network"``: LUT layers + popcounts only (the published cores' scope)."""
     from dwc.compile import emit_verilog, freeze_run
     from dwc.ir.freeze import untrained_graph
     from dwc.ir.passes import optimize
@@ -38,8 +39,14 @@ def make_design(name: str, out: Path, pipeline: str) -> Path:
         g, _ = optimize(freeze_run(ROOT / "policies" / policy))
     out.mkdir(parents=True, exist_ok=True)
     g.save(out / "graph.json")
-    from dwc.rtl.core import max_pipeline
-    emit_verilog(g, out, max_pipeline(g) if pipeline == "max" else int(pipeline))
+    from dwc.rtl.core import DWCCore, max_pipeline, to_verilog
+    pipeline = max_pipeline(g) if pipeline == "max" else int(pipeline)
+    if scope == "policy":
+        emit_verilog(g, out, pipeline)
+    else:
+        core = DWCCore(g, pipeline, cells="verilog", scope=scope)
+        (out / "dwc_core.v").write_text(to_verilog(core))
+        (out / "dwc_core.json").write_text(json.dumps(core.port_description(), indent=2))
     return out
 
 
@@ -53,6 +60,9 @@ def main() -> None:
     ap.add_argument("--pipeline", nargs="+", default=["1", "max"],
                     help="register stages, one design per value: a number, or max (every cut, adder trees "
                          "split at each level); default: 1 max")
+    ap.add_argument("--scope", choices=["policy", "network"], default="policy",
+                    help="policy: observation in, action out (what dwc compile builds); network: comparator bits "
+                         "in, popcounts out, the scope of the published Artix-7 figures (default policy)")
     ap.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr (MHz)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args()
@@ -60,12 +70,12 @@ def main() -> None:
     rows = []
     for d in args.designs:
         for pipe in args.pipeline:
-            build = make_design(d, work / f"{d}-p{pipe}", pipe)
+            build = make_design(d, work / f"{d}-p{pipe}", pipe, args.scope)
             n_luts = sum(len(layer) for layer in json.loads((build / "graph.json").read_text())["layers"])
             activity = build_activity(Graph.load(build / "graph.json"), 1000)
             for t in args.targets:
                 print(f"--- {d}, pipeline {pipe}, on {t} ...", flush=True)
-                row = {"design": d, "pipeline": pipe, "ir_luts": n_luts, "target": t}
+                row = {"design": d, "scope": args.scope, "pipeline": pipe, "ir_luts": n_luts, "target": t}
                 try:
                     r = synth(build, t, args.freq, log=lambda *a: None, activity=activity)
                     rows.append({**row, "luts": r["luts"], "ffs": r["ffs"], "fmax_mhz": r["fmax_mhz"],
@@ -76,7 +86,7 @@ def main() -> None:
                 print(f"    {json.dumps(rows[-1])}", flush=True)
                 if args.json:  # after every row: a long run that is cut short keeps what it measured
                     args.json.write_text(json.dumps(rows, indent=2))
-    print(f"\n{args.freq:g} MHz requested; LUTs: the core alone (LUT4 on ECP5/iCE40, all LUT sizes on xc7); "
+    print(f"\nscope {args.scope}, {args.freq:g} MHz requested; LUTs: the core alone (LUT4 on ECP5/iCE40, all LUT sizes on xc7); "
           f"nJ: ESTIMATED energy per action at Fmax (dwc.fpga.energy; xc7: no static part)")
     print(f"{'design':<10}{'pipe':>5}{'IR LUTs':>8}  {'target':<11}{'LUTs':>7}{'FFs':>6}{'Fmax':>8}{'lat':>5}"
           f"{'nJ':>10}{'secs':>7}")
