@@ -54,10 +54,11 @@ def _add_train(sub):
     p = sub.add_parser("train", help="train a policy (resumable)", description="Train a DWC or MLP policy.",
                        epilog=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", help="Gymnasium env id with Box spaces (default InvertedPendulum-v5)")
-    p.add_argument("--policy", choices=["dwc", "gates", "mlp"],
+    p.add_argument("--policy", choices=["dwc", "gates", "qmlp", "mlp"],
                    help="actor type: dwc (LUT layers), gates (logic-gate network: 2-input gates choosing among "
-                        "the 16 Boolean functions, random wiring; --layers/--width/--thermo-bits apply), mlp "
-                        "(float baseline) (default dwc)")
+                        "the 16 Boolean functions, random wiring; --layers/--width/--thermo-bits apply), qmlp "
+                        "(quantised MLP, power-of-two scales; --layers hidden layers of --hidden, --weight-bits, "
+                        "--act-bits, --out-bits, --thermo-bits input thresholds), mlp (float baseline) (default dwc)")
     p.add_argument("--algo", choices=["sac", "ppo"], help="algorithm (default sac)")
     p.add_argument("--steps", type=int, help="total env steps (default 100000)")
     p.add_argument("--seed", type=int, help="seed; same seed + CPU = same run (default 1)")
@@ -75,7 +76,10 @@ def _add_train(sub):
     m.add_argument("--lut-inputs", type=int, help="inputs per LUT, 2..6 (default 6)")
     m.add_argument("--thermo-bits", type=int, help="thermometer thresholds per obs dim, odd (default 63)")
     m.add_argument("--wiring", choices=["learnable", "random"], help="LUT input wiring (default learnable)")
-    m.add_argument("--hidden", type=int, help="MLP actor hidden width (default 256)")
+    m.add_argument("--hidden", type=int, help="MLP / quantised MLP hidden width (default 256)")
+    m.add_argument("--weight-bits", type=int, help="qmlp: signed weight bits, 2..8 (default 4)")
+    m.add_argument("--act-bits", type=int, help="qmlp: unsigned activation bits, 1..8 (default 4)")
+    m.add_argument("--out-bits", type=int, help="qmlp: signed output-code bits before tanh, 2..10 (default 8)")
     s = p.add_argument_group("SAC (defaults: the published protocol)")
     s.add_argument("--learning-starts", type=int, help="random-action steps before updates (default 5000)")
     s.add_argument("--batch-size", type=int, help="minibatch (default 256)")
@@ -107,7 +111,8 @@ TRAIN_FIELDS = {"env": "env", "algo": "algo", "steps": "steps", "seed": "seed", 
                 "num_envs": "num_envs", "threads": "threads", "checkpoint_every": "checkpoint_every",
                 "eval_episodes": "eval_episodes"}
 ACTOR_FIELDS = {"policy": "policy", "layers": "layers", "width": "width", "lut_inputs": "lut_inputs",
-                "thermo_bits": "thermo_bits", "wiring": "wiring", "hidden": "hidden"}
+                "thermo_bits": "thermo_bits", "wiring": "wiring", "hidden": "hidden", "weight_bits": "weight_bits",
+                "act_bits": "act_bits", "out_bits": "out_bits"}
 SAC_FIELDS = {"learning_starts": "learning_starts", "batch_size": "batch_size", "buffer_size": "buffer_size",
               "actor_lr": "actor_lr"}
 PPO_FIELDS = {"rollout_steps": "rollout_steps"}
@@ -156,6 +161,10 @@ def _validate(cfg) -> None:
         (cfg.eval_episodes >= 1, f"--eval-episodes must be >= 1, got {cfg.eval_episodes}"),
         (2 <= a.lut_inputs <= 6, f"--lut-inputs must be in 2..6, got {a.lut_inputs}"),
         (a.layers >= 1, f"--layers must be >= 1, got {a.layers}"),
+        (2 <= a.weight_bits <= 8, f"--weight-bits must be in 2..8, got {a.weight_bits}"),
+        (1 <= a.act_bits <= 8, f"--act-bits must be in 1..8, got {a.act_bits}"),
+        (2 <= a.out_bits <= 10, f"--out-bits must be in 2..10, got {a.out_bits}"),
+        (a.hidden >= 1, f"--hidden must be >= 1, got {a.hidden}"),
         (a.width >= 1, f"--width must be >= 1, got {a.width}"),
         (a.thermo_bits >= 3 and a.thermo_bits % 2 == 1, f"--thermo-bits must be odd and >= 3, got {a.thermo_bits}"),
         (cfg.sac.batch_size >= 1, f"--batch-size must be >= 1, got {cfg.sac.batch_size}"),
@@ -505,7 +514,9 @@ def cmd_policies(args) -> int:
         ev = json.loads((d / "eval.json").read_text()) if (d / "eval.json").exists() else {}
         a = cfg.get("actor", {})
         size = {"dwc": f"{a.get('layers')} x {a.get('width')} LUT{a.get('lut_inputs')}",
-                "gates": f"{a.get('layers')} x {a.get('width')} gates"}.get(a.get("policy"), f"MLP 2 x {a.get('hidden')}")
+                "gates": f"{a.get('layers')} x {a.get('width')} gates",
+                "qmlp": f"QMLP {a.get('layers')} x {a.get('hidden')} W{a.get('weight_bits')}A{a.get('act_bits')}"
+                }.get(a.get("policy"), f"MLP 2 x {a.get('hidden')}")
         rows.append({"name": d.name, "path": str(d), "env": cfg.get("env"), "policy": a.get("policy"), "size": size,
                      "algo": cfg.get("algo"), "steps": ev.get("train_steps"), "mean_return": ev.get("mean_return"),
                      "std_return": ev.get("std_return"), "frozen_mean_return": ev.get("frozen", {}).get("mean_return"),

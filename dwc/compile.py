@@ -23,13 +23,16 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
             raise UserError(f"--obs-frac: {len(obs_frac)} values for {actor.normalizer.mean.numel()} observation dims")
         if any(not -32 <= f <= 32 for f in obs_frac):
             raise UserError("--obs-frac values must be in -32..32")
-    if cfg.actor.policy not in ("dwc", "gates"):
-        raise UserError(f"{run}: freezing a {cfg.actor.policy!r} policy is not supported yet (dwc and gates are)")
+    if cfg.actor.policy not in ("dwc", "gates", "qmlp"):
+        raise UserError(f"{run}: a {cfg.actor.policy!r} policy has no integer circuit (dwc, gates and qmlp do)")
     for name, w in (("--obs-width", obs_width), ("--act-width", act_width)):
         if not 4 <= w <= 24:  # 24: q / 2**frac must be exact in float32 for the bit-exact check
             raise UserError(f"{name} must be in 4..24, got {w}")
     meta = {"env": cfg.env, "policy": cfg.actor.policy, "source_run": str(run), "train_steps": int(step),
             "actor": cfg.actor.to_dict()}
+    if cfg.actor.policy == "qmlp":
+        from .ir.freeze import freeze_qmlp
+        return freeze_qmlp(actor, obs_width, act_width, meta, obs_frac)
     return freeze(actor, obs_width, act_width, meta, obs_frac)
 
 

@@ -19,7 +19,7 @@ import torch
 
 from ..models.actors import DWCActor
 from ..models.encoding import CLIP
-from .graph import LUT, Comparator, FixedFormat, Graph
+from .graph import LUT, Comparator, FixedFormat, Graph, Linear
 
 
 def obs_formats(actor: DWCActor, width: int = 16, frac: list[int] | None = None) -> list[FixedFormat]:
@@ -94,6 +94,43 @@ def freeze(actor: DWCActor, obs_width: int = 16, act_width: int = 16, meta: dict
     groups = [list(range(a * g_size, (a + 1) * g_size)) for a in range(actor.head.actions)]
     afmt = action_format(actor, act_width)
     graph = Graph(formats, comparators, layers, groups, afmt, action_tables(actor, afmt), dict(meta or {}))
+    graph.meta.setdefault("thermometer_bits", bits)
+    graph.validate()
+    return graph
+
+
+@torch.no_grad()
+def freeze_qmlp(actor, obs_width: int = 16, act_width: int = 16, meta: dict | None = None,
+                obs_frac: list[int] | None = None) -> Graph:
+    """A quantised MLP actor (eval mode) -> comparators (its thermometer) -> one popcount per dim (the
+    input codes) -> integer linear layers -> action tables; bit-exact by construction."""
+    from ..models.actors import QMLPActor
+    if not isinstance(actor, QMLPActor):
+        raise TypeError(f"freeze_qmlp needs a QMLP actor, got {type(actor).__name__}")
+    actor = actor.cpu().eval()
+    formats = obs_formats(actor, obs_width, obs_frac)
+    thresholds = integer_thresholds(actor, formats)
+    dims, bits = actor.encoder.dim, actor.encoder.bits
+    comparators = [Comparator(d, int(thresholds[d, m])) for d in range(dims) for m in range(bits)]
+    groups = [list(range(d * bits, (d + 1) * bits)) for d in range(dims)]
+    linear, in_exp = [], 0
+    for k, layer in enumerate([*actor.net.hidden, actor.net.out]):
+        w, we = layer.int_weights()
+        b = torch.floor(layer.linear.bias.double() / 2.0 ** (we + in_exp) + 0.5)
+        w, b = w.double(), b
+        if k == 0:  # the model's codes are popcount - B // 2; the IR feeds the raw popcounts
+            b = b - w.sum(dim=1) * (bits // 2)
+        lo, hi = layer.out_range
+        linear.append(Linear([[int(v) for v in row] for row in w.tolist()], [int(v) for v in b.tolist()],
+                             layer.shift(in_exp), lo, hi))
+        in_exp = layer.out_exp()
+    afmt = action_format(actor, act_width)
+    lo, hi = actor.net.out.out_range
+    codes = torch.arange(lo, hi + 1, dtype=torch.float64)
+    mean = (codes * 2.0 ** in_exp).float().view(-1, 1).repeat(1, actor.action_scale.numel())
+    acts = actor.squash(mean)  # the model's own float32 head, code by code
+    tables = [afmt.quantize(acts[:, a].numpy()).tolist() for a in range(acts.shape[1])]
+    graph = Graph(formats, comparators, [], groups, afmt, tables, dict(meta or {}), linear)
     graph.meta.setdefault("thermometer_bits", bits)
     graph.validate()
     return graph

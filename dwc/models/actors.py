@@ -22,7 +22,7 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 @dataclass
 class ActorConfig:
-    policy: str = "dwc"  # dwc | gates | mlp
+    policy: str = "dwc"  # dwc | gates | qmlp | mlp
     # DWC (defaults: the published configuration)
     layers: int = 2
     width: int = 1024
@@ -32,7 +32,11 @@ class ActorConfig:
     tau: float = 1e-3
     groupsum_eps: float = 1e-3
     # float parts
-    hidden: int = 256  # MLP actor width (2 hidden layers)
+    hidden: int = 256  # MLP actor width (2 hidden layers); quantised MLP width
+    # quantised MLP (policy="qmlp"; layers = hidden layers, thermo_bits = input thresholds per dim)
+    weight_bits: int = 4
+    act_bits: int = 4
+    out_bits: int = 8
     logstd_hidden: int = 64  # the DWC's training-only log-std network
 
     def to_dict(self) -> dict:
@@ -178,9 +182,31 @@ class DWCActor(_Actor):
         return super().load_state_dict(state, strict=strict, assign=assign)
 
 
+class QMLPActor(_Actor):
+    """A quantised MLP (:mod:`dwc.models.qmlp`): exact integer function in eval mode; the log-std
+    comes from a small float network used only in training, as for the DWC."""
+
+    def __init__(self, obs_dim: int, action_dim: int, action_low, action_high, cfg: ActorConfig):
+        super().__init__(obs_dim, action_low, action_high)
+        from .qmlp import QMLPNet
+        self.net = QMLPNet(obs_dim, action_dim, cfg)
+        self.log_std_net = nn.Sequential(nn.Linear(obs_dim, cfg.logstd_hidden), nn.ReLU(),
+                                         nn.Linear(cfg.logstd_hidden, action_dim))
+
+    @property
+    def encoder(self):
+        return self.net.encoder  # the freeze reads the thermometer thresholds like a DWC's
+
+    def dist_params(self, obs):
+        xn = self.normalizer(obs)
+        return self.net(xn), self._bound_log_std(self.log_std_net(xn))
+
+
 def build_actor(cfg: ActorConfig, obs_dim: int, action_dim: int, action_low, action_high) -> _Actor:
     if cfg.policy in ("dwc", "gates"):
         return DWCActor(obs_dim, action_dim, action_low, action_high, cfg)
+    if cfg.policy == "qmlp":
+        return QMLPActor(obs_dim, action_dim, action_low, action_high, cfg)
     if cfg.policy == "mlp":
         return MLPActor(obs_dim, action_dim, action_low, action_high, cfg)
-    raise ValueError(f"unknown policy {cfg.policy!r} (choose dwc, gates or mlp)")
+    raise ValueError(f"unknown policy {cfg.policy!r} (choose dwc, gates, qmlp or mlp)")
