@@ -36,19 +36,12 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
     return freeze(actor, obs_width, act_width, meta, obs_frac)
 
 
-def _check_lowerable(graph: Graph) -> None:
-    if graph.linear:
-        raise UserError("this graph has integer linear layers (a quantised MLP); their HDL and ONNX lowerings are "
-                        "not implemented yet (the IR executors and dwc eval --frozen run it)")
-
-
 def emit_verilog(graph: Graph, out: Path, pipeline: int | str) -> dict:
     """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency).
     ``pipeline``: register stages, or "max" for every cut the graph has (highest Fmax)."""
     from .rtl.core import DWCCore, max_pipeline, to_verilog
     if pipeline == "max":
         pipeline = max_pipeline(graph)
-    _check_lowerable(graph)
     try:
         core = DWCCore(graph, pipeline, cells="verilog")
     except ValueError as e:
@@ -67,7 +60,6 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)
-    _check_lowerable(graph)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "graph.json")
@@ -76,6 +68,9 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
     heatmap_png(usage, out / "inputs_heatmap.png",
                 f"{graph.meta['env']}: {usage['comparators_used']} of {usage['comparators_possible']} "
                 f"comparators read (grey: unused)")
+    if onnx and graph.linear:
+        raise UserError("--onnx: the ONNX export covers LUT networks; quantised-MLP (linear layer) export is not "
+                        "implemented yet")
     if onnx:
         try:
             from .ir.onnx_export import export

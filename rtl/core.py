@@ -14,7 +14,7 @@ popcount adder trees evenly (their depth, not the LUTs, bounds Fmax once the lay
 """
 from __future__ import annotations
 
-from amaranth import Array, Cat, Const, Module, Signal, signed
+from amaranth import Array, Cat, Const, Module, Signal, signed, unsigned
 from amaranth.hdl import Instance
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -202,6 +202,47 @@ class ActionTable(wiring.Component):
         return m
 
 
+def code_shape(lo: int, hi: int):
+    """The signed shape holding every integer in lo..hi."""
+    return signed(max(lo.bit_length(), hi.bit_length()) + 1)
+
+
+class LinearStage(wiring.Component):
+    """One IR linear layer (quantised MLP): constant-coefficient dot products, the rounding shift and
+    the clamp; the weights are constants, so synthesis builds shift-and-add trees (or DSP blocks)."""
+
+    def __init__(self, lin, in_shapes: list):
+        self.lin, self.in_shapes = lin, in_shapes
+        self.out_shape = code_shape(lin.lo, lin.hi)
+        super().__init__({"inp": In(sum(sh.width for sh in in_shapes)),
+                          "out": Out(lin.outputs * self.out_shape.width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        xs, lsb = [], 0
+        for sh in self.in_shapes:
+            x = self.inp[lsb:lsb + sh.width]
+            xs.append(x.as_signed() if sh.signed else x)
+            lsb += sh.width
+        w_out = self.out_shape.width
+        for j, (row, b) in enumerate(zip(self.lin.weights, self.lin.bias)):
+            acc = Const(b, signed(max(2, abs(b).bit_length() + 1)))
+            for x, w in zip(xs, row):
+                if w:
+                    acc = acc + x * Const(w, signed(abs(w).bit_length() + 1))
+            sh = self.lin.shift
+            r = (acc + (1 << (sh - 1))) >> sh if sh > 0 else acc << -sh  # >> on a signed value floors
+            y = Signal(self.out_shape, name=f"y{j}")
+            with m.If(r < self.lin.lo):
+                m.d.comb += y.eq(self.lin.lo)
+            with m.Elif(r > self.lin.hi):
+                m.d.comb += y.eq(self.lin.hi)
+            with m.Else():
+                m.d.comb += y.eq(r)
+            m.d.comb += self.out[j * w_out:(j + 1) * w_out].eq(y)
+        return m
+
+
 class DWCCore(wiring.Component):
     """The whole policy circuit with a valid handshake; ``latency`` cycles from input to output.
 
@@ -214,12 +255,8 @@ class DWCCore(wiring.Component):
         if scope not in ("policy", "network"):
             raise ValueError("scope must be 'policy' (observation in, action out) or 'network' (bits in, popcounts out)")
         self.scope = scope
-        if graph.linear:
-            raise ValueError("this graph has integer linear layers (a quantised MLP); their HDL lowering is "
-                             "not implemented yet: the IR, the reference and fast executors and dwc eval --frozen "
-                             "run it, dwc compile stops before the Verilog")
         self.graph, self.cells = graph, cells
-        self.cuts = len(graph.layers) + 2  # after comparators, after each layer, after popcounts
+        self.cuts = standard_cuts(graph)  # after comparators, each LUT layer, popcounts, each linear layer
         self.tree_depth = max((tree_depth(len(grp)) for grp in graph.groups), default=0)
         most = max_pipeline(graph)
         if not 0 <= pipeline <= most:
@@ -227,6 +264,8 @@ class DWCCore(wiring.Component):
                              f"trees {self.tree_depth} adder levels deep)")
         self.pipeline = pipeline
         self.tree_cuts = tree_cuts(graph, pipeline)
+        if scope == "network" and graph.linear:
+            raise ValueError("scope 'network' is for LUT networks (no linear layers)")
         if scope == "policy":
             ports = {"obs": In(obs_layout(graph)), "action": Out(action_layout(graph))}
         else:
@@ -285,12 +324,21 @@ class DWCCore(wiring.Component):
         if self.scope == "network":
             m.d.sync += [self.counts.eq(counts), self.valid_out.eq(valid)]
             return m
+        shapes = [unsigned(count_width(len(grp))) for grp in g.groups]
+        for k, lin in enumerate(g.linear):
+            m.submodules[f"linear{k}"] = dense = LinearStage(lin, shapes)
+            m.d.comb += dense.inp.eq(counts)
+            counts, shapes = cut(dense.out, f"linear{k}_r"), [dense.out_shape] * lin.outputs
+        lo = g.linear[-1].lo if g.linear else 0
         action = Signal(action_layout(g), name="action_c")
         offset = 0
-        for a, grp in enumerate(g.groups):
-            width = count_width(len(grp))
-            m.submodules[f"table{a}"] = table = ActionTable(g.action_tables[a], width, g.action_format.width)
-            m.d.comb += [table.count.eq(counts[offset:offset + width]), action[f"a{a}"].eq(table.action)]
+        for a in range(g.action_dim):
+            width = shapes[a].width
+            index = Signal(max(1, (g.table_size(a) - 1).bit_length()), name=f"index{a}")
+            code = counts[offset:offset + width]
+            m.d.comb += index.eq(code.as_signed() - lo if g.linear else code)
+            m.submodules[f"table{a}"] = table = ActionTable(g.action_tables[a], len(index), g.action_format.width)
+            m.d.comb += [table.count.eq(index), action[f"a{a}"].eq(table.action)]
             offset += width
         m.d.sync += [self.action.eq(action), self.valid_out.eq(valid)]
         return m
@@ -310,25 +358,34 @@ class DWCCore(wiring.Component):
         return desc
 
 
+def standard_cuts(g: Graph) -> int:
+    """Register cuts before any inside the adder trees: comparators, each LUT layer, popcounts, each linear layer."""
+    return len(g.layers) + 2 + len(g.linear)
+
+
 def tree_cuts(g: Graph, pipeline: int) -> tuple[int, ...]:
     """Adder levels registered inside the popcount trees: the stages beyond the standard cuts split
     the trees into equal runs of levels."""
     depth = max((tree_depth(len(grp)) for grp in g.groups), default=0)
-    extra = max(0, pipeline - (len(g.layers) + 2))
+    extra = max(0, pipeline - standard_cuts(g))
     return tuple(round(depth * j / (extra + 1)) for j in range(1, extra + 1))
 
 
 def register_cuts(g: Graph, pipeline: int) -> list[str]:
     """Where the ``pipeline`` register stages sit, in data-flow order (for reports and users)."""
-    standard = ["comparators", *(f"layer{l}" for l in range(len(g.layers))), "popcounts"]
+    standard = ["comparators", *(f"layer{l}" for l in range(len(g.layers))), "popcounts",
+                *(f"linear{k}" for k in range(len(g.linear)))]
     first = standard[:min(pipeline, len(standard))]
-    return first[:-1] + [f"adder level {c}" for c in tree_cuts(g, pipeline)] + first[-1:] if first else []
+    if "popcounts" not in first:
+        return first
+    i = first.index("popcounts")
+    return first[:i] + [f"adder level {c}" for c in tree_cuts(g, pipeline)] + first[i:]
 
 
 def max_pipeline(g: Graph) -> int:
-    """Most register cuts a graph takes: comparators, each layer, popcounts, then one per inner adder level."""
+    """Most register cuts a graph takes: the standard ones, then one per inner adder level."""
     depth = max((tree_depth(len(grp)) for grp in g.groups), default=0)
-    return len(g.layers) + 2 + max(0, depth - 1)
+    return standard_cuts(g) + max(0, depth - 1)
 
 
 def data_ports(ports: dict) -> tuple[str, str]:

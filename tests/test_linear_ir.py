@@ -94,3 +94,19 @@ def test_malformed_linear_layers_name_the_field(edit, field):
     edit(d)
     with pytest.raises(IRError, match=field.replace("[", r"\[").replace("]", r"\]")):
         Graph.from_dict(d)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("pipeline", [0, 3, "max"])
+def test_core_with_linear_layers_matches_reference(seed, pipeline):
+    """The Amaranth core (LinearStage: constant-coefficient sums, rounding shift, clamp) computes the
+    reference's actions at the declared latency."""
+    from dwc.rtl.core import DWCCore, max_pipeline
+    from dwc.sim.pysim import run_vectors
+    g = random_linear_graph(seed, with_luts=seed % 2 == 1)
+    pipeline = max_pipeline(g) if pipeline == "max" else min(pipeline, max_pipeline(g))
+    core = DWCCore(g, pipeline)
+    q = inputs_for(g, 60, seed)
+    actions, latency = run_vectors(core, q)
+    assert np.array_equal(actions, ref.actions_int(g, q))
+    assert set(latency) == {core.latency}

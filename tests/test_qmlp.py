@@ -60,8 +60,12 @@ def test_train_qmlp_cli(tmp_path, capsys):
     # bit-exact on the same fixed-point inputs (tested above); the float model sees unquantised
     # observations, so episodes may drift apart a little, never by much
     assert r["policy"] == "qmlp" and abs(r["frozen"]["mean_return"] - r["mean_return"]) <= 0.2 * r["mean_return"]
-    capsys.readouterr()
-    assert main(["compile", str(out), "--out", str(tmp_path / "build")]) == 2  # no HDL lowering yet: clear error
-    assert "linear layers" in capsys.readouterr().err
+    # the same compile and verify as a DWC: linear layers lowered to constant-coefficient arithmetic,
+    # the Verilog bit-exact with the IR in Verilator, closed loop included
+    build = tmp_path / "build"
+    assert main(["compile", str(out), "--out", str(build), "--pipeline", "2"]) == 0
+    assert len(json.loads((build / "graph.json").read_text())["linear"]) == 3
+    assert main(["verify", str(build), "--episodes", "1", "--max-steps", "60"]) == 0
+    assert json.loads((build / "verify_report.json").read_text())["mismatches"] == 0
     assert main(["train", "--env", "InvertedPendulum-v5", "--policy", "qmlp", "--weight-bits", "1",
                  "--out", str(tmp_path / "bad")]) == 2

@@ -15,8 +15,10 @@ def input_usage(frozen: Graph, optimized: Graph, bits: int) -> dict:
     for i, c in enumerate(frozen.comparators):
         position.setdefault((c.dim, c.threshold), []).append(i % bits)
     fanout = np.zeros(len(optimized.comparators), dtype=np.int64)
-    for lut in optimized.layers[0]:
-        for i in lut.inputs:
+    # the comparators' readers: the first LUT layer, or the popcount groups (quantised MLP inputs)
+    readers = [lut.inputs for lut in optimized.layers[0]] if optimized.layers else optimized.groups
+    for inputs in readers:
+        for i in inputs:
             fanout[i] += 1
     grid = np.zeros((optimized.obs_dim, bits), dtype=np.int64)
     dims = []
