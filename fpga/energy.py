@@ -55,7 +55,13 @@ def net_values(g: Graph, q: np.ndarray) -> dict[str, np.ndarray]:
         stages[f"layer{l}"] = bits
     sums, counts = [], []
     for grp in g.groups:  # the adder trees level by level, as rtl.core.Popcount builds them
-        level = [(bits[:, i].astype(np.int64), 1) for i in grp]  # (value, width in the RTL)
+        from dwc.rtl.core import COMPRESSOR, count_width
+        level = []  # (value, width in the RTL): the 6:3 counters' outputs first
+        for i in range(0, len(grp), COMPRESSOR):
+            chunk = bits[:, grp[i:i + COMPRESSOR]].astype(np.int64)
+            level.append((chunk.sum(axis=1), count_width(chunk.shape[1])))
+            if chunk.shape[1] > 1:
+                sums.append(_bits(*level[-1]))
         while len(level) > 1:
             nxt = [(a + b, max(wa, wb) + 1) for (a, wa), (b, wb) in zip(level[0::2], level[1::2])]
             level = nxt + level[-1:] if len(level) % 2 else nxt

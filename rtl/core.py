@@ -131,13 +131,23 @@ class LUTLayer(wiring.Component):
         return m
 
 
+COMPRESSOR = 6  # inputs per first-level counter: one 6-input LUT per output bit on LUT6 fabrics
+
+
 def tree_depth(n: int) -> int:
-    """Adder levels of a balanced popcount tree over ``n`` inputs."""
-    return max(0, (n - 1).bit_length())
+    """Levels of a popcount tree over ``n`` inputs: one of 6:3 counters, then pairwise adders."""
+    return 0 if n <= 1 else 1 + (-(-n // COMPRESSOR) - 1).bit_length()
+
+
+def counter_table(k: int, bit: int) -> int:
+    """Truth table of output ``bit`` of the popcount of ``k`` inputs (address bit i = input i)."""
+    return sum(((bin(a).count("1") >> bit) & 1) << a for a in range(1 << k))
 
 
 class Popcount(wiring.Component):
-    """Number of set bits among ``n`` inputs, as a balanced adder tree.
+    """Number of set bits among ``n`` inputs: 6:3 counters (each output bit one 6-input function, a
+    LUT6 on Xilinx: ~0.5 LUT per input instead of ~2.5 for a carry-chain adder tree on 1-bit
+    operands), then a balanced tree of adders over their 3-bit counts.
 
     ``cuts``: adder levels (1-based) after which the partial sums are registered, each adding one
     cycle. ``depth`` >= the tree's own depth lets trees of different sizes share one cut schedule
@@ -174,9 +184,27 @@ class Popcount(wiring.Component):
             adders += 1
             return y
 
-        level = [self.inp[i] for i in range(self.n)]
+        def count(chunk):
+            if len(chunk) == 1:
+                return chunk[0]
+            if self.cells == "native":
+                return sum(chunk[1:], chunk[0])
+            out = Signal(count_width(len(chunk)), name=f"cnt{adders}")
+            for b in range(len(out)):
+                m.submodules[f"cnt{adders}_{b}"] = Instance(
+                    "dwc_lut", p_N=len(chunk), p_INIT=Const(counter_table(len(chunk), b), 1 << len(chunk)),
+                    i_a=Cat(*chunk), o_o=out[b])
+            return out
+
+        bits = [self.inp[i] for i in range(self.n)]
+        level = bits
         for depth in range(1, self.depth + 1):
-            if len(level) > 1:
+            if depth == 1:
+                level = []
+                for i in range(0, self.n, COMPRESSOR):
+                    level.append(count(bits[i:i + COMPRESSOR]))
+                    adders += 1
+            elif len(level) > 1:
                 nxt = [add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
                 level = nxt + level[-1:] if len(level) % 2 else nxt
             if depth in self.cuts:
