@@ -86,6 +86,7 @@ def main() -> None:
     if not policies:
         raise SystemExit(f"no policies for {args.task}; give --policies")
     work = Path(tempfile.mkdtemp(prefix="dwc-bench-policies-"))
+    args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for p in policies:
         print(f"--- {p.name}: evaluating ...", flush=True)
@@ -94,8 +95,9 @@ def main() -> None:
             print(f"--- {p.name}: compile + synth for {args.target} ...", flush=True)
             row.update(hardware(p, work, args.target, args.pipeline, args.freq))
         rows.append(row)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench_policies.json").write_text(json.dumps(rows, indent=2))
+        print(f"    {json.dumps({k: v for k, v in row.items() if k != 'ir'})}", flush=True)
+        # after every policy: a long run that is cut short keeps what it measured
+        (args.out / "bench_policies.json").write_text(json.dumps(rows, indent=2))
     plot(rows, args.out / "bench_policies.png", f"{args.task} on {args.target}, pipeline {args.pipeline}")
     print(f"\n{args.task}, target {args.target}, pipeline {args.pipeline}, {args.episodes} episodes (same seeds); "
           f"nJ: ESTIMATED energy per action")
