@@ -36,14 +36,15 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
     return freeze(actor, obs_width, act_width, meta, obs_frac)
 
 
-def emit_verilog(graph: Graph, out: Path, pipeline: int | str) -> dict:
+def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "policy") -> dict:
     """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency).
-    ``pipeline``: register stages, or "max" for every cut the graph has (highest Fmax)."""
+    ``pipeline``: register stages, or "max" for every cut the graph has (highest Fmax); ``scope``:
+    see :class:`dwc.rtl.core.DWCCore` ("network" is for benchmarks against published cores)."""
     from .rtl.core import DWCCore, max_pipeline, to_verilog
     if pipeline == "max":
         pipeline = max_pipeline(graph)
     try:
-        core = DWCCore(graph, pipeline, cells="verilog")
+        core = DWCCore(graph, pipeline, cells="verilog", scope=scope)
     except ValueError as e:
         raise UserError(f"--pipeline: {e}") from None
     t0 = time.perf_counter()
@@ -60,6 +61,9 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)
+    if onnx and graph.linear:  # refused before anything is written
+        raise UserError("--onnx: the ONNX export covers LUT networks; quantised-MLP (linear layer) export is not "
+                        "implemented yet")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "graph.json")
@@ -68,9 +72,6 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
     heatmap_png(usage, out / "inputs_heatmap.png",
                 f"{graph.meta['env']}: {usage['comparators_used']} of {usage['comparators_possible']} "
                 f"comparators read (grey: unused)")
-    if onnx and graph.linear:
-        raise UserError("--onnx: the ONNX export covers LUT networks; quantised-MLP (linear layer) export is not "
-                        "implemented yet")
     if onnx:
         try:
             from .ir.onnx_export import export

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from dwc.ir import Graph
-from dwc.ir.reference import comparator_bits, lut_layer
+from dwc.ir.reference import comparator_bits, linear_layer, lut_layer
 
 # Per-family constants. vcc: core supply (V). c_net_ff: switched capacitance of a LUT output with its
 # routing (fF); c_clk_ff: clock capacitance per flip-flop incl. its share of the clock tree (fF).
@@ -37,7 +37,8 @@ STATIC_MW = {"ecp5-25k": 25.0, "ecp5-85k": 60.0, "ice40-up5k": 0.1, "ice40-hx8k"
 
 MODEL = ("estimate: E = alpha*(LUTs+carries+FFs)*0.5*C_net*Vcc^2 + FFs*C_clk*Vcc^2 + P_static/f, one action per "
          "cycle at the routed Fmax; alpha = mean toggle rate per action of the circuit's IR-level nets "
-         "(comparators, LUT outputs, adder-tree partial sums, action bits) measured by the IR reference executor "
+         "(comparators, LUT outputs, adder-tree partial sums, linear-layer codes, action bits) measured by the IR "
+         "reference executor "
          "on closed-loop episodes; C_net, C_clk, Vcc and P_static are assumed per-family constants (see parameters)")
 
 
@@ -53,9 +54,9 @@ def net_values(g: Graph, q: np.ndarray) -> dict[str, np.ndarray]:
     for l, layer in enumerate(g.layers):
         bits = lut_layer(layer, bits)
         stages[f"layer{l}"] = bits
+    from dwc.rtl.core import COMPRESSOR, code_shape, count_width
     sums, counts = [], []
     for grp in g.groups:  # the adder trees level by level, as rtl.core.Popcount builds them
-        from dwc.rtl.core import COMPRESSOR, count_width
         level = []  # (value, width in the RTL): the 6:3 counters' outputs first
         for i in range(0, len(grp), COMPRESSOR):
             chunk = bits[:, grp[i:i + COMPRESSOR]].astype(np.int64)
@@ -68,9 +69,17 @@ def net_values(g: Graph, q: np.ndarray) -> dict[str, np.ndarray]:
             sums += [_bits(v, w) for v, w in nxt]
         counts.append(level[0][0] if level else np.zeros(len(q), dtype=np.int64))
     stages["popcounts"] = np.concatenate(sums, axis=1) if sums else np.zeros((len(q), 0), np.uint8)
+    idx = np.stack(counts, axis=1)
+    if g.linear:  # quantised MLPs: each linear layer's output codes, then the table index
+        codes = []
+        for lin in g.linear:
+            idx = linear_layer(lin, idx)
+            codes += [_bits(idx[:, j], code_shape(lin.lo, lin.hi).width) for j in range(lin.outputs)]
+        stages["linear"] = np.concatenate(codes, axis=1)
+        idx = idx - g.linear[-1].lo
     w = g.action_format.width
-    stages["actions"] = np.concatenate([_bits(np.asarray(g.action_tables[a])[c], w) for a, c in enumerate(counts)],
-                                       axis=1)
+    stages["actions"] = np.concatenate([_bits(np.asarray(g.action_tables[a])[idx[:, a]], w)
+                                        for a in range(g.action_dim)], axis=1)
     return stages
 
 

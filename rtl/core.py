@@ -284,8 +284,7 @@ class DWCCore(wiring.Component):
             raise ValueError("scope must be 'policy' (observation in, action out) or 'network' (bits in, popcounts out)")
         self.scope = scope
         self.graph, self.cells = graph, cells
-        self.cuts = standard_cuts(graph)  # after comparators, each LUT layer, popcounts, each linear layer
-        self.tree_depth = max((tree_depth(len(grp)) for grp in graph.groups), default=0)
+        self.tree_depth = max_tree_depth(graph)
         most = max_pipeline(graph)
         if not 0 <= pipeline <= most:
             raise ValueError(f"pipeline must be in 0..{most} for this graph ({len(graph.layers)} layers, popcount "
@@ -391,10 +390,15 @@ def standard_cuts(g: Graph) -> int:
     return len(g.layers) + 2 + len(g.linear)
 
 
+def max_tree_depth(g: Graph) -> int:
+    """Levels of the deepest popcount tree: the trees share one register schedule."""
+    return max((tree_depth(len(grp)) for grp in g.groups), default=0)
+
+
 def tree_cuts(g: Graph, pipeline: int) -> tuple[int, ...]:
     """Adder levels registered inside the popcount trees: the stages beyond the standard cuts split
     the trees into equal runs of levels."""
-    depth = max((tree_depth(len(grp)) for grp in g.groups), default=0)
+    depth = max_tree_depth(g)
     extra = max(0, pipeline - standard_cuts(g))
     return tuple(round(depth * j / (extra + 1)) for j in range(1, extra + 1))
 
@@ -412,8 +416,7 @@ def register_cuts(g: Graph, pipeline: int) -> list[str]:
 
 def max_pipeline(g: Graph) -> int:
     """Most register cuts a graph takes: the standard ones, then one per inner adder level."""
-    depth = max((tree_depth(len(grp)) for grp in g.groups), default=0)
-    return standard_cuts(g) + max(0, depth - 1)
+    return standard_cuts(g) + max(0, max_tree_depth(g) - 1)
 
 
 def data_ports(ports: dict) -> tuple[str, str]:

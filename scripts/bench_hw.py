@@ -39,14 +39,7 @@ def make_design(name: str, out: Path, pipeline: str, scope: str = "policy") -> P
         g, _ = optimize(freeze_run(ROOT / "policies" / policy))
     out.mkdir(parents=True, exist_ok=True)
     g.save(out / "graph.json")
-    from dwc.rtl.core import DWCCore, max_pipeline, to_verilog
-    pipeline = max_pipeline(g) if pipeline == "max" else int(pipeline)
-    if scope == "policy":
-        emit_verilog(g, out, pipeline)
-    else:
-        core = DWCCore(g, pipeline, cells="verilog", scope=scope)
-        (out / "dwc_core.v").write_text(to_verilog(core))
-        (out / "dwc_core.json").write_text(json.dumps(core.port_description(), indent=2))
+    emit_verilog(g, out, pipeline if pipeline == "max" else int(pipeline), scope)
     return out
 
 

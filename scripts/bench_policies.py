@@ -23,11 +23,11 @@ def evaluate(policy: Path, episodes: int) -> dict:
     from dwc.errors import UserError
     from dwc.rl.train import evaluate_run
     try:
-        r = evaluate_run(policy, episodes, progress=False, frozen=True)
+        r = evaluate_run(policy, episodes, progress=False, frozen=True, write=False)
         return {"float": r["mean_return"], "float_std": r["std_return"], "frozen": r["frozen"]["mean_return"],
                 "frozen_std": r["frozen"]["std_return"], "policy": r["policy"], "steps": r["train_steps"]}
     except UserError:  # not freezable (float MLP): the float model only
-        r = evaluate_run(policy, episodes, progress=False)
+        r = evaluate_run(policy, episodes, progress=False, write=False)
         return {"float": r["mean_return"], "float_std": r["std_return"], "frozen": None, "frozen_std": None,
                 "policy": r["policy"], "steps": r["train_steps"]}
 

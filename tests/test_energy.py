@@ -22,6 +22,20 @@ def test_net_values_are_the_circuits(seed):
     assert np.array_equal(signed, ref.actions_int(g, q))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_net_values_of_quantised_mlps(seed):
+    """Linear layers (now lowered to hardware, so synthesised and estimated too) are followed to the actions."""
+    from test_linear_ir import random_linear_graph
+    g = random_linear_graph(seed, with_luts=seed % 2 == 1)
+    q = np.concatenate([random_vectors(g, 50, seed), extreme_vectors(g)])
+    v = net_values(g, q)
+    w = g.action_format.width
+    bits = v["actions"].reshape(len(q), g.action_dim, w).astype(np.int64)
+    words = (bits << np.arange(w)).sum(axis=2)
+    assert np.array_equal(np.where(words >= 1 << (w - 1), words - (1 << w), words), ref.actions_int(g, q))
+    assert v["linear"].shape[1] > 0
+
+
 def test_activity_counts_toggles():
     g = random_graph(1)
     q = random_vectors(g, 40, 0)

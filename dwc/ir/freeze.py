@@ -116,8 +116,7 @@ def freeze_qmlp(actor, obs_width: int = 16, act_width: int = 16, meta: dict | No
     linear, in_exp = [], 0
     for k, layer in enumerate([*actor.net.hidden, actor.net.out]):
         w, we = layer.int_weights()
-        b = torch.floor(layer.linear.bias.double() / 2.0 ** (we + in_exp) + 0.5)
-        w, b = w.double(), b
+        w, b = w.double(), layer.int_bias(we + in_exp).double()  # the model's own rounding
         if k == 0:  # the model's codes are popcount - B // 2; the IR feeds the raw popcounts
             b = b - w.sum(dim=1) * (bits // 2)
         lo, hi = layer.out_range

@@ -114,8 +114,8 @@ class GroupSum(nn.Module):
 class DWCActor(_Actor):
     """obs -> normalise -> thermometer bits -> LUT layers -> GroupSum head -> pre-tanh mean.
 
-    With ``policy="gates"`` the layers are differentiable logic-gate layers (2-input gates, soft
-    in training, hard in eval): a logic-gate network with the same encoder, head and hardware.
+    With ``policy="gates"`` the layers are differentiable logic-gate layers (2-input gates, hard in
+    the forward, relaxed in the gradient): a logic-gate network with the same encoder, head and hardware.
 
     The last layer's width is rounded down to a multiple of the action dimension (one equal
     popcount group per action).

@@ -7,7 +7,7 @@ The gradient relaxes the choice: the softmax-weighted mix of the 16 functions' r
 matmul per layer, no loop over functions. The forward (training and eval) is each gate's argmax
 function on hard bits, exactly a 2-input LUT, so the network trained is the circuit deployed
 (straight-through estimator); the IR and the hardware take it unchanged.
-Wiring is random and fixed (as published): two distinct sources per gate where possible.
+Wiring is random and fixed (as published), balanced over the sources.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ BASIS = torch.stack([_CORNERS[:, 0], _CORNERS[:, 1] - _CORNERS[:, 0], _CORNERS[:
 
 
 class GateLayer(nn.Module):
-    """``out_features`` 2-input gates over ``in_features`` bits; soft in training, hard in eval."""
+    """``out_features`` 2-input gates over ``in_features`` bits; hard forward, relaxed gradient in training."""
 
     n = 2  # inputs per gate (the attribute names match dwc.models.lut.LUTLayer's)
     wiring = "random"
@@ -51,7 +51,7 @@ class GateLayer(nn.Module):
         return ((f.view(-1, 1) >> torch.arange(4)) & 1).bool()
 
     def forward_fm(self, x: torch.Tensor) -> torch.Tensor:
-        """Feature-major: bits or probabilities (in_features, batch) -> (out_features, batch)."""
+        """Feature-major: bits (in_features, batch) -> bits (out_features, batch)."""
         pair = x.index_select(0, self.fixed_wiring).view(self.out_features, 2, x.shape[1])
         a, b = pair[:, 0], pair[:, 1]
         hard = self.basis.index_select(0, self.weights.argmax(dim=1))  # exact 0/1 results on 0/1 inputs

@@ -67,11 +67,15 @@ class QLinear(nn.Module):
         w = torch.clamp(round_half_up(self.linear.weight / 2.0 ** e), -self.w_qmax, self.w_qmax)
         return w, e
 
+    def int_bias(self, acc_exp: int) -> torch.Tensor:
+        """The bias as integers at the accumulator's scale ``2**acc_exp``."""
+        return round_half_up(self.linear.bias / 2.0 ** acc_exp)
+
     def forward(self, x: torch.Tensor, in_exp: int) -> tuple[torch.Tensor, int]:
         """Integer-valued codes (N, in) of scale 2**in_exp -> codes (N, out) and their exponent."""
         w, we = self.int_weights()
         acc_exp = we + in_exp
-        b = round_half_up(self.linear.bias / 2.0 ** acc_exp)
+        b = self.int_bias(acc_exp)
         dtype = torch.float64 if not self.training else x.dtype  # eval: exact integers in float64
         acc = x.to(dtype) @ w.to(dtype).t() + b.to(dtype)
         if self.training:  # track the real-valued range of what this layer outputs
