@@ -4,7 +4,7 @@ What is measured: env-steps per second in the *update phase* only, i.e. after le
 started, where every env step does one gradient update (batch 256, [256, 256] critics). The first
 1000 steps after --learning-starts are treated as warm-up and excluded; the remaining
 --measure-steps - 1000 steps are timed. All runs use the same env, seed and thread count, in one
-process, one after another.
+process, one after another, on one --device (cpu by default; cuda for a GPU server's figures).
 
   sb3            stable_baselines3.SAC("MlpPolicy"), net_arch [256, 256] for actor and critics,
                  batch 256, train_freq=1, gradient_steps=1; timed with a callback.
@@ -55,7 +55,7 @@ def bench_sb3(args) -> float:
     torch.set_num_threads(args.threads)
     env = gym.make(args.env)
     model = SAC("MlpPolicy", env, batch_size=256, buffer_size=max(total, 1), train_freq=1,
-                gradient_steps=1, learning_starts=args.learning_starts, seed=1, device="cpu",
+                gradient_steps=1, learning_starts=args.learning_starts, seed=1, device=args.device,
                 policy_kwargs=dict(net_arch=dict(pi=[256, 256], qf=[256, 256])), verbose=0)
     timer = Timer()
     model.learn(total_timesteps=total, callback=timer)
@@ -68,7 +68,8 @@ def bench_ours(args, policy: str, wiring: str | None = None) -> float:
     from dwc.rl.train import train
 
     cfg = TrainConfig(env=args.env, algo="sac", steps=args.learning_starts + args.measure_steps,
-                      seed=1, threads=args.threads, checkpoint_every=10**9, eval_episodes=1)
+                      seed=1, threads=args.threads, checkpoint_every=10**9, eval_episodes=1,
+                      device=args.device)
     cfg.actor.policy = policy
     if wiring:
         cfg.actor.wiring = wiring
@@ -99,6 +100,8 @@ def cpu_model() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Hopper-v5")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="where every run's networks live (default cpu); the env always steps on the CPU")
     p.add_argument("--threads", type=int, default=1, help="torch threads for every run (default 1)")
     p.add_argument("--learning-starts", type=int, default=1000,
                    help="random-action steps before updates begin; a multiple of 1000 (default 1000)")
@@ -115,10 +118,15 @@ def main() -> None:
     if args.learning_starts % 1000 or args.measure_steps % 1000 or args.measure_steps < 2000:
         p.error("--learning-starts must be a multiple of 1000, --measure-steps a multiple of 1000 and >= 2000")
 
-    context = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(), "env": args.env,
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error(f"--device cuda: this torch build ({torch.__version__}) sees no CUDA GPU")
+    gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else None
+    context = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(), "device": args.device,
+               "gpu": gpu, "env": args.env,
                "learning_starts": args.learning_starts, "measure_steps": args.measure_steps,
                "timed_steps": args.measure_steps - WARMUP, "dwc_width": args.dwc_width}
-    print("machine: " + ", ".join(f"{k}={context[k]}" for k in ("cpu", "torch", "threads")))
+    print("machine: " + ", ".join(f"{k}={context[k]}" for k in ("cpu", "gpu", "device", "torch", "threads")
+                                  if context[k] is not None))
     print(f"env={args.env}  learning_starts={args.learning_starts}  timed steps={context['timed_steps']} "
           f"(after {WARMUP} warm-up update steps)  dwc_width={args.dwc_width}", flush=True)
 

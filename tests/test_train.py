@@ -192,10 +192,20 @@ def test_dwc_sac_learns_inverted_pendulum(tmp_path):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-@pytest.mark.parametrize("algo", ["sac", "ppo"])
-def test_training_runs_on_cuda(tmp_path, algo):
+@pytest.mark.parametrize("algo,policy", [("sac", "dwc"), ("ppo", "dwc"), ("sac", "mlp"), ("sac", "gates"),
+                                         ("ppo", "qmlp")])
+def test_training_runs_on_cuda(tmp_path, algo, policy):
+    """Train, resume and evaluate on the GPU; the CUDA-trained checkpoint then compiles on the CPU
+    into an IR that matches the model bit for bit (compile checks that itself)."""
     run = tmp_path / "run"
-    assert main(small_args(run, algo, "dwc", steps=300, extra=["--device", "cuda"])) == 0
+    args = small_args(run, algo, policy, steps=300, extra=["--device", "cuda"])
+    if policy == "gates":  # 2-input gates: no --lut-inputs
+        i = args.index("--lut-inputs")
+        del args[i:i + 2]
+    assert main(args) == 0
     assert main(["train", "--out", str(run), "--resume", "--steps", "400", "--device", "cuda", "--no-progress"]) == 0
     assert main(["eval", str(run), "--episodes", "2", "--device", "cuda", "--no-progress"]) == 0
     assert json.loads((run / "eval.json").read_text())["train_steps"] == 400
+    if policy != "mlp":
+        assert main(["compile", str(run), "--out", str(tmp_path / "build")]) == 0
+        assert (tmp_path / "build" / "graph.json").exists()

@@ -27,6 +27,8 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
     run = RunDir(out, cfg, resume=resume, progress=progress, command=command)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU thread(s)"
+    print(f"training {cfg.algo} {cfg.actor.policy} on {cfg.env}: device {device} ({where})", flush=True)
     try:
         if run.start_step >= cfg.steps:
             print(f"{out}: already at step {run.start_step} >= --steps {cfg.steps}; evaluating only")

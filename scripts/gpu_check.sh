@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Every check that needs a CUDA GPU, in one run (CI machines have none):
+#   1. the CUDA tests: each actor type gives the same outputs and gradients on CPU and CUDA; SAC and
+#      PPO train, resume and evaluate with --device cuda; CUDA-trained checkpoints compile to the IR;
+#   2. `dwc train` with the default --device auto picks the GPU;
+#   3. scripts/bench_train.py --device cuda: SB3 vs our MLP vs the DWC actor, side by side.
+# Usage: scripts/gpu_check.sh OUT_DIR   (with dwc installed: pip install -e ".[test,bench]")
+# Logs and the benchmarks' JSON land in OUT_DIR; each step has its own time limit.
+set -uo pipefail
+out=${1:?usage: scripts/gpu_check.sh OUT_DIR}
+mkdir -p "$out"
+py=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+step() {  # step NAME SECONDS CMD...: run with a limit, keep its log, report its exit status
+    local name=$1 limit=$2; shift 2
+    echo "== $name"
+    timeout "$limit" "$@" > "$out/$name.log" 2>&1
+    local rc=$?
+    tail -n 25 "$out/$name.log"
+    echo "== $name: exit $rc"
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+$py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
+step test-models 120 $py -m pytest -q -p no:cacheprovider -rs tests/test_models.py
+step test-train-cuda 300 $py -m pytest -q -p no:cacheprovider -rs tests/test_train.py -k cuda
+step auto-device 120 $py -m dwc train --env InvertedPendulum-v5 --steps 400 --learning-starts 200 \
+    --width 64 --lut-inputs 4 --thermo-bits 7 --eval-episodes 2 --no-progress --out "$out/auto-run"
+rm -rf "$out/auto-run"
+step bench-256 200 $py scripts/bench_train.py --device cuda --dwc-width 256 --json "$out/bench_cuda_256.json"
+step bench-1024 200 $py scripts/bench_train.py --device cuda --dwc-width 1024 \
+    --which mlp,dwc-random,dwc-learnable --json "$out/bench_cuda_1024.json"
