@@ -21,11 +21,11 @@ step() {  # step NAME SECONDS CMD...: run with a limit, keep its log, report its
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
-step test-models 120 $py -m pytest -q -p no:cacheprovider -rs tests/test_models.py
-step test-train-cuda 300 $py -m pytest -q -p no:cacheprovider -rs tests/test_train.py -k cuda
-step auto-device 120 $py -m dwc train --env InvertedPendulum-v5 --steps 400 --learning-starts 200 \
+step test-models 90 $py -m pytest -q -p no:cacheprovider -rs tests/test_models.py
+step bench-256 150 $py scripts/bench_train.py --device cuda --dwc-width 256 --json "$out/bench_cuda_256.json"
+step bench-1024 150 $py scripts/bench_train.py --device cuda --dwc-width 1024 \
+    --which mlp,dwc-random,dwc-learnable --json "$out/bench_cuda_1024.json"
+step test-train-cuda 200 $py -m pytest -q -p no:cacheprovider -rs tests/test_train.py -k cuda
+step auto-device 60 $py -m dwc train --env InvertedPendulum-v5 --steps 400 --learning-starts 200 \
     --width 64 --lut-inputs 4 --thermo-bits 7 --eval-episodes 2 --no-progress --out "$out/auto-run"
 rm -rf "$out/auto-run"
-step bench-256 200 $py scripts/bench_train.py --device cuda --dwc-width 256 --json "$out/bench_cuda_256.json"
-step bench-1024 200 $py scripts/bench_train.py --device cuda --dwc-width 1024 \
-    --which mlp,dwc-random,dwc-learnable --json "$out/bench_cuda_1024.json"
