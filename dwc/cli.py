@@ -65,6 +65,9 @@ def _add_train(sub):
     p.add_argument("--out", type=Path, required=True, help="run directory (must be new unless --resume)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     p.add_argument("--device", help="auto | cpu | cuda (default auto: CUDA when present)")
+    p.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_const", const=False,
+                   help="SAC on CUDA: run each update op by op instead of replaying it as a CUDA graph "
+                        "(graphs are the default where the actor allows them: ~200 launches become one)")
     p.add_argument("--num-envs", type=int, help="parallel envs stepped together (default 1)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default 1: fastest on 2 cores)")
     p.add_argument("--checkpoint-every", type=int, help="env steps between checkpoints (default 10000)")
@@ -108,6 +111,7 @@ def _add_eval(sub):
 
 
 TRAIN_FIELDS = {"env": "env", "algo": "algo", "steps": "steps", "seed": "seed", "device": "device",
+                "cuda_graphs": "cuda_graphs",
                 "num_envs": "num_envs", "threads": "threads", "checkpoint_every": "checkpoint_every",
                 "eval_episodes": "eval_episodes"}
 ACTOR_FIELDS = {"policy": "policy", "layers": "layers", "width": "width", "lut_inputs": "lut_inputs",
@@ -117,7 +121,7 @@ SAC_FIELDS = {"learning_starts": "learning_starts", "batch_size": "batch_size", 
               "actor_lr": "actor_lr"}
 PPO_FIELDS = {"rollout_steps": "rollout_steps"}
 # What may change when resuming: how long and where to run, not what is trained.
-RESUMABLE = {"steps", "device", "threads", "checkpoint_every", "eval_episodes"}
+RESUMABLE = {"steps", "device", "cuda_graphs", "threads", "checkpoint_every", "eval_episodes"}
 
 
 def _train_config(args):

@@ -50,6 +50,7 @@ class TrainConfig:
     steps: int = 100_000
     seed: int = 1
     device: str = "auto"
+    cuda_graphs: bool = True  # SAC on CUDA: replay each update as a CUDA graph (actors that allow it)
     num_envs: int = 1
     threads: int = 1
     checkpoint_every: int = 10_000

@@ -12,6 +12,7 @@ process, one after another, on one --device (cpu by default; cuda for a GPU serv
                  "charts/SPS" (one entry per 1000 steps).
   dwc-random     our SAC with the DWC actor, random wiring.
   dwc-learnable  our SAC with the DWC actor, learnable wiring (the published default).
+  mlp-eager      (on request) our MLP SAC with --no-cuda-graphs: what the CUDA graphs bring.
 
 Example (small and quick; the published DWC width is 1024, the default):
   .venv/bin/python scripts/bench_train.py --env Hopper-v5 --threads 1 \\
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable")
+ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "mlp-eager")
+DEFAULT = ALL[:4]
 WARMUP = 1000  # steps after learning starts that are not timed (one SPS window)
 TARGET = 1.5
 
@@ -63,13 +65,13 @@ def bench_sb3(args) -> float:
     return (total - start) / (timer.t1 - timer.t0)
 
 
-def bench_ours(args, policy: str, wiring: str | None = None) -> float:
+def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True) -> float:
     from dwc.config import TrainConfig
     from dwc.rl.train import train
 
     cfg = TrainConfig(env=args.env, algo="sac", steps=args.learning_starts + args.measure_steps,
                       seed=1, threads=args.threads, checkpoint_every=10**9, eval_episodes=1,
-                      device=args.device)
+                      device=args.device, cuda_graphs=graphs)
     cfg.actor.policy = policy
     if wiring:
         cfg.actor.wiring = wiring
@@ -108,7 +110,8 @@ def main() -> None:
     p.add_argument("--measure-steps", type=int, default=2000,
                    help="steps after learning starts; the first 1000 are warm-up, the rest timed; "
                         "a multiple of 1000, >= 2000 (default 2000)")
-    p.add_argument("--which", default=",".join(ALL), help=f"comma list among {','.join(ALL)} (default all)")
+    p.add_argument("--which", default=",".join(DEFAULT),
+                   help=f"comma list among {','.join(ALL)} (default {','.join(DEFAULT)})")
     p.add_argument("--dwc-width", type=int, default=1024, help="DWC layer width (default 1024 = published)")
     p.add_argument("--json", type=Path, help="also write the results to this JSON file")
     args = p.parse_args()
@@ -132,7 +135,8 @@ def main() -> None:
 
     runners = {"sb3": lambda: bench_sb3(args), "mlp": lambda: bench_ours(args, "mlp"),
                "dwc-random": lambda: bench_ours(args, "dwc", "random"),
-               "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable")}
+               "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable"),
+               "mlp-eager": lambda: bench_ours(args, "mlp", graphs=False)}
     sps = {}
     for name in ALL:
         if name in which:

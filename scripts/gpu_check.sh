@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check that needs a CUDA GPU, in one run (CI machines have none):
-#   1. the CUDA tests: each actor type gives the same outputs and gradients on CPU and CUDA; SAC and
-#      PPO train, resume and evaluate with --device cuda; CUDA-trained checkpoints compile to the IR;
+#   1. the CUDA tests: each actor type gives the same outputs and gradients on CPU and CUDA; SAC
+#      updates replayed as CUDA graphs equal eager ones; SAC and PPO train, resume and evaluate with
+#      --device cuda; CUDA-trained checkpoints compile to the IR;
 #   2. `dwc train` with the default --device auto picks the GPU;
 #   3. scripts/bench_train.py --device cuda: SB3 vs our MLP vs the DWC actor, side by side.
 # Usage: scripts/gpu_check.sh OUT_DIR   (with dwc installed: pip install -e ".[test,bench]")
@@ -22,10 +23,11 @@ step() {  # step NAME SECONDS CMD...: run with a limit, keep its log, report its
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 step test-models 90 $py -m pytest -q -p no:cacheprovider -rs tests/test_models.py
-step bench-256 150 $py scripts/bench_train.py --device cuda --dwc-width 256 --json "$out/bench_cuda_256.json"
+step test-train-cuda 200 $py -m pytest -q -p no:cacheprovider -rs tests/test_train.py -k cuda
+step bench-256 150 $py scripts/bench_train.py --device cuda --dwc-width 256 \
+    --which sb3,mlp,mlp-eager,dwc-random,dwc-learnable --json "$out/bench_cuda_256.json"
 step bench-1024 150 $py scripts/bench_train.py --device cuda --dwc-width 1024 \
     --which mlp,dwc-random,dwc-learnable --json "$out/bench_cuda_1024.json"
-step test-train-cuda 200 $py -m pytest -q -p no:cacheprovider -rs tests/test_train.py -k cuda
 step auto-device 60 $py -m dwc train --env InvertedPendulum-v5 --steps 400 --learning-starts 200 \
     --width 64 --lut-inputs 4 --thermo-bits 7 --eval-episodes 2 --no-progress --out "$out/auto-run"
 rm -rf "$out/auto-run"

@@ -194,9 +194,10 @@ def test_dwc_sac_learns_inverted_pendulum(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.parametrize("algo,policy", [("sac", "dwc"), ("ppo", "dwc"), ("sac", "mlp"), ("sac", "gates"),
                                          ("ppo", "qmlp")])
-def test_training_runs_on_cuda(tmp_path, algo, policy):
-    """Train, resume and evaluate on the GPU; the CUDA-trained checkpoint then compiles on the CPU
-    into an IR that matches the model bit for bit (compile checks that itself)."""
+def test_training_runs_on_cuda(tmp_path, capsys, algo, policy):
+    """Train, resume and evaluate on the GPU (SAC updates as CUDA graphs: capture must not fail); the
+    CUDA-trained checkpoint then compiles on the CPU into an IR that matches the model bit for bit
+    (compile checks that itself)."""
     run = tmp_path / "run"
     args = small_args(run, algo, policy, steps=300, extra=["--device", "cuda"])
     if policy == "gates":  # 2-input gates: no --lut-inputs
@@ -206,6 +207,51 @@ def test_training_runs_on_cuda(tmp_path, algo, policy):
     assert main(["train", "--out", str(run), "--resume", "--steps", "400", "--device", "cuda", "--no-progress"]) == 0
     assert main(["eval", str(run), "--episodes", "2", "--device", "cuda", "--no-progress"]) == 0
     assert json.loads((run / "eval.json").read_text())["train_steps"] == 400
+    assert "capture failed" not in capsys.readouterr().out
     if policy != "mlp":
         assert main(["compile", str(run), "--out", str(tmp_path / "build")]) == 0
         assert (tmp_path / "build" / "graph.json").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("policy", ["mlp", "dwc", "gates"])
+def test_cuda_graph_updates_match_eager(policy):
+    """The same SAC updates (same batches, same noise) replayed as CUDA graphs and run op by op give
+    the same parameters: the graphs do the work, and the wiring argmax is recomputed every replay."""
+    from dwc.config import SACConfig
+    from dwc.models import ActorConfig, build_actor
+    from dwc.rl.common import GraphedUpdate
+    from dwc.rl.sac import SACLearner
+
+    dev, sc, obs_dim, act_dim = torch.device("cuda"), SACConfig(batch_size=64), 11, 3
+    cfg = ActorConfig(policy=policy, width=96, lut_inputs=4, thermo_bits=15, hidden=64)
+
+    def learner(graphs: bool):
+        torch.manual_seed(0)
+        actor = build_actor(cfg, obs_dim, act_dim, [-1] * act_dim, [1] * act_dim).to(dev)
+        assert actor.prepare_cuda_graphs()  # both take the sync-free path; only one is captured
+        actor.normalizer.update(torch.randn(100, obs_dim, device=dev) * 3)
+        return SACLearner(actor, obs_dim, act_dim, sc, dev, graphs)
+
+    eager, graphed = learner(False), learner(True)
+    step = GraphedUpdate(graphed.update)
+    gen = torch.Generator(device=dev).manual_seed(1)
+    for i in range(24):  # 12 of each kind: 3 warm-up, 1 capture, 8 replays
+        b = sc.batch_size
+        batch = (torch.randn(b, obs_dim, device=dev, generator=gen), torch.randn(b, obs_dim, device=dev, generator=gen),
+                 torch.rand(b, act_dim, device=dev, generator=gen) * 2 - 1, torch.randn(b, device=dev, generator=gen),
+                 (torch.rand(b, device=dev, generator=gen) < 0.1).float(), torch.randn(b, act_dim, device=dev, generator=gen))
+        noise_pi = torch.randn(2, b, act_dim, device=dev, generator=gen) if i % 2 == 0 else None
+        s_e = eager.update(*batch, noise_pi)
+        s_g = step(*batch, noise_pi)
+        for k in s_e:
+            assert torch.allclose(s_e[k], s_g[k], rtol=1e-4, atol=1e-5), (i, k)
+    assert len(step.graphs) == 2 and not step.failed
+    for (name, p_e), p_g in zip(eager.actor.state_dict().items(), graphed.actor.state_dict().values()):
+        if p_e.is_floating_point():
+            assert torch.allclose(p_e, p_g, rtol=1e-4, atol=1e-5), name
+    for p_e, p_g in zip(eager.qf_target.parameters(), graphed.qf_target.parameters()):
+        assert torch.allclose(p_e, p_g, rtol=1e-4, atol=1e-5)
+    if policy == "dwc":
+        for l_e, l_g in zip(eager.actor.luts, graphed.actor.luts):
+            assert torch.equal(l_e.wiring_indices(), l_g.wiring_indices())

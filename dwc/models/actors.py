@@ -65,6 +65,15 @@ class _Actor(nn.Module):
     def constrain_(self) -> None:
         pass
 
+    def prepare_cuda_graphs(self) -> bool:
+        """Make training forward/backward free of host syncs so an update can be captured as a CUDA
+        graph; False if this actor cannot be (then training runs eagerly)."""
+        for m in self.modules():
+            if m is not self and hasattr(m, "prepare_cuda_graphs"):
+                if not m.prepare_cuda_graphs():
+                    return False
+        return True
+
     def inference_state_dict(self) -> dict:
         return self.state_dict()
 
@@ -192,6 +201,9 @@ class QMLPActor(_Actor):
         self.net = QMLPNet(obs_dim, action_dim, cfg)
         self.log_std_net = nn.Sequential(nn.Linear(obs_dim, cfg.logstd_hidden), nn.ReLU(),
                                          nn.Linear(cfg.logstd_hidden, action_dim))
+
+    def prepare_cuda_graphs(self) -> bool:
+        return False  # the power-of-two scales are picked on the host from running maxima each step
 
     @property
     def encoder(self):

@@ -173,11 +173,20 @@ class LUTLayer(nn.Module):
             self.register_buffer("fixed_wiring", balanced_random_wiring(in_features, slots))
         self.register_buffer("efd", efd_matrix(n), persistent=False)
         self._cache: dict = {}
+        self.graph_safe = False
+
+    def prepare_cuda_graphs(self) -> bool:
+        """No host syncs from here on: no wiring cache (a replayed graph changes the weights without
+        Python seeing it) and a dense softmax (the sparse one sizes its tensors from the data)."""
+        self.graph_safe, self.sparse_softmax = True, False
+        return True
 
     def _cached(self, name: str, compute):
         """Wiring-derived tensors, recomputed only when the weights change (they change once per
         optimiser step but are read by every forward: acting, critic targets, actor loss)."""
         w = self.wiring_weights
+        if self.graph_safe:
+            return compute(w.detach())
         key = (w.data_ptr(), w._version, w.device, getattr(w, "dwc_updates", 0))
         if self._cache.get("key") != key:
             self._cache = {"key": key}

@@ -3,7 +3,9 @@
 Published protocol by default (see SACConfig). Float twin-Q critics; the actor is either the
 DWC or the MLP baseline (same interface). Speed choices, each measured (scripts/bench_train.py):
 - the twin critics are one batched module (one bmm per layer instead of two matmuls);
-- the actor step does not compute critic weight-gradients (critic params frozen during it).
+- the actor step does not compute critic weight-gradients (critic params frozen during it);
+- on CUDA the whole update is replayed as a CUDA graph (:class:`GraphedUpdate`): at batch 256 a
+  GPU update is bound by ~200 kernel launches from Python, not by arithmetic.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from torch import nn
 
 from ..config import TrainConfig
 from ..models import build_actor
-from .common import EpisodeTracker, RateMeter, sample_action
+from .common import EpisodeTracker, GraphedUpdate, RateMeter, sample_action
 from .envs import make_vector_env, real_next_obs
 from .replay import ReplayBuffer
 from .run import RunDir, set_rng_state
@@ -49,6 +51,84 @@ class TwinQ(nn.Module):
         return h.squeeze(-1)  # (members, batch)
 
 
+class SACLearner:
+    """Actor, twin critics, target critics, entropy coefficient and their optimisers; ``update``
+    is one SAC gradient step. The update takes its minibatch and Gaussian noise as inputs and never
+    reads a value back to the host, so on CUDA it can be captured once and replayed as a graph."""
+
+    def __init__(self, actor, obs_dim: int, act_dim: int, sc, device: torch.device, graphs: bool = False):
+        self.actor, self.sc = actor, sc
+        self.qf = TwinQ(obs_dim + act_dim, sc.q_hidden).to(device)
+        self.qf_target = copy.deepcopy(self.qf)
+        opt = dict(fused=True, capturable=graphs)  # capturable: step counts live on the GPU
+        self.actor_opt = torch.optim.Adam(actor.parameters(), lr=sc.actor_lr, eps=sc.adam_eps, **opt)
+        self.q_opt = torch.optim.Adam(self.qf.parameters(), lr=sc.q_lr, **opt)
+        self.log_alpha = torch.tensor(math.log(sc.alpha), device=device, requires_grad=True)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sc.alpha_lr, **opt)
+        self.target_entropy = -float(act_dim)
+        self.graphs = graphs
+
+    OPTIMIZERS = ("actor_opt", "q_opt", "alpha_opt")
+
+    def state_dict(self) -> dict:
+        state = {"actor": self.actor.state_dict(), "qf": self.qf.state_dict(),
+                 "qf_target": self.qf_target.state_dict(), "log_alpha": self.log_alpha.detach()}
+        state.update({k: getattr(self, k).state_dict() for k in self.OPTIMIZERS})
+        return state
+
+    def load_state_dict(self, s: dict) -> None:
+        self.actor.load_state_dict(s["actor"])
+        self.qf.load_state_dict(s["qf"])
+        self.qf_target.load_state_dict(s["qf_target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(s["log_alpha"])
+        for k in self.OPTIMIZERS:
+            opt = getattr(self, k)
+            opt.load_state_dict(s[k])
+            for group in opt.param_groups:  # a run may resume on another device than it started on
+                group["capturable"] = self.graphs
+
+    def update(self, obs, next_obs, actions, rewards, terms, noise_next, noise_pi=None) -> dict:
+        """One gradient step; ``noise_pi`` (policy_frequency, batch, act) also steps the actor and
+        alpha (CleanRL's delayed update). Returns the losses as GPU/CPU scalars (not synced)."""
+        sc, actor, qf = self.sc, self.actor, self.qf
+        alpha = self.log_alpha.detach().exp()
+        with torch.no_grad():
+            next_a, next_logp, _ = sample_action(actor, next_obs, noise_next)
+            q_next = self.qf_target(actor.normalizer(next_obs), next_a).min(0).values - alpha * next_logp
+            target = rewards + sc.gamma * (1.0 - terms) * q_next
+        xn = actor.normalizer(obs)
+        q = qf(xn, actions)
+        q_loss = (q - target).square().mean(1).sum()
+        self.q_opt.zero_grad(set_to_none=True)
+        q_loss.backward()
+        self.q_opt.step()
+        stats = {"losses/q": q_loss.detach() / 2, "losses/q_mean": q.detach().mean()}
+
+        if noise_pi is not None:
+            qf.requires_grad_(False)
+            try:
+                for eps in noise_pi:
+                    a, logp, _ = sample_action(actor, obs, eps)
+                    actor_loss = (self.log_alpha.detach().exp() * logp - qf(xn, a).min(0).values).mean()
+                    self.actor_opt.zero_grad(set_to_none=True)
+                    actor_loss.backward()
+                    self.actor_opt.step()
+                    actor.constrain_()
+                    if sc.autotune:
+                        alpha_loss = -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
+                        self.alpha_opt.zero_grad(set_to_none=True)
+                        alpha_loss.backward()
+                        self.alpha_opt.step()
+            finally:
+                qf.requires_grad_(True)
+            stats.update({"losses/actor": actor_loss.detach(), "losses/alpha": self.log_alpha.detach().exp(),
+                          "losses/entropy": -logp.detach().mean()})
+        with torch.no_grad():
+            torch._foreach_lerp_(list(self.qf_target.parameters()), list(qf.parameters()), sc.tau)
+        return stats
+
+
 def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
     sc = cfg.sac
     envs = make_vector_env(cfg.env, cfg.num_envs)
@@ -56,79 +136,34 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
     obs_dim, act_dim = obs_space.shape[0], act_space.shape[0]
 
     actor = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
-    qf = TwinQ(obs_dim + act_dim, sc.q_hidden).to(device)
-    qf_target = copy.deepcopy(qf)
-    actor_opt = torch.optim.Adam(actor.parameters(), lr=sc.actor_lr, eps=sc.adam_eps, fused=True)
-    q_opt = torch.optim.Adam(qf.parameters(), lr=sc.q_lr, fused=True)
-    target_entropy = -float(act_dim)
-    log_alpha = torch.tensor(math.log(sc.alpha), device=device, requires_grad=True)
-    alpha_opt = torch.optim.Adam([log_alpha], lr=sc.alpha_lr, fused=True)
+    graphs = device.type == "cuda" and cfg.cuda_graphs and actor.prepare_cuda_graphs()
+    learner = SACLearner(actor, obs_dim, act_dim, sc, device, graphs)
+    update_step = GraphedUpdate(learner.update) if graphs else learner.update
     rb = ReplayBuffer(min(sc.buffer_size, cfg.steps), obs_dim, act_dim, seed=cfg.seed)
     counters = {"updates": 0}
 
     step = run.start_step
     if run.resume_state:
         s = run.resume_state
-        actor.load_state_dict(s["actor"])
-        qf.load_state_dict(s["qf"])
-        qf_target.load_state_dict(s["qf_target"])
-        actor_opt.load_state_dict(s["actor_opt"])
-        q_opt.load_state_dict(s["q_opt"])
-        with torch.no_grad():
-            log_alpha.copy_(s["log_alpha"])
-        alpha_opt.load_state_dict(s["alpha_opt"])
+        learner.load_state_dict(s)
         rb.load_state_dict(s["replay"])
         counters = s["counters"]
         set_rng_state(s["rng"])
         act_space.seed(cfg.seed + step)
 
     def checkpoint():
-        run.save_checkpoint({
-            "step": step, "actor": actor.state_dict(), "qf": qf.state_dict(), "qf_target": qf_target.state_dict(),
-            "actor_opt": actor_opt.state_dict(), "q_opt": q_opt.state_dict(), "log_alpha": log_alpha.detach(),
-            "alpha_opt": alpha_opt.state_dict(), "replay": rb.state_dict(), "counters": counters,
-            "obs_dim": obs_dim, "act_dim": act_dim})
+        run.save_checkpoint({"step": step, **learner.state_dict(), "replay": rb.state_dict(),
+                             "counters": counters, "obs_dim": obs_dim, "act_dim": act_dim})
 
-    def update(log: bool):
-        obs, next_obs, actions, rewards, terms = rb.sample(sc.batch_size, device)
-        alpha = log_alpha.detach().exp()
-        with torch.no_grad():
-            next_a, next_logp, _ = sample_action(actor, next_obs)
-            q_next = qf_target(actor.normalizer(next_obs), next_a).min(0).values - alpha * next_logp
-            target = rewards + sc.gamma * (1.0 - terms) * q_next
-        xn = actor.normalizer(obs)
-        q = qf(xn, actions)
-        q_loss = (q - target).square().mean(1).sum()
-        q_opt.zero_grad(set_to_none=True)
-        q_loss.backward()
-        q_opt.step()
-
-        stats = {}
+    def update(log: bool) -> dict:
+        batch = rb.sample(sc.batch_size, device)
+        noise_next = torch.randn(sc.batch_size, act_dim, device=device)
+        noise_pi = None
         if counters["updates"] % sc.policy_frequency == 0:
-            # CleanRL's delayed update: policy_frequency actor steps every policy_frequency updates.
-            qf.requires_grad_(False)
-            for _ in range(sc.policy_frequency):
-                a, logp, _ = sample_action(actor, obs)
-                actor_loss = (log_alpha.detach().exp() * logp - qf(xn, a).min(0).values).mean()
-                actor_opt.zero_grad(set_to_none=True)
-                actor_loss.backward()
-                actor_opt.step()
-                actor.constrain_()
-                if sc.autotune:
-                    alpha_loss = -(log_alpha.exp() * (logp.detach() + target_entropy)).mean()
-                    alpha_opt.zero_grad(set_to_none=True)
-                    alpha_loss.backward()
-                    alpha_opt.step()
-            qf.requires_grad_(True)
-            if log:
-                stats = {"losses/actor": actor_loss.item(), "losses/alpha": log_alpha.exp().item(),
-                         "losses/entropy": -logp.detach().mean().item()}
-        with torch.no_grad():
-            torch._foreach_lerp_(list(qf_target.parameters()), list(qf.parameters()), sc.tau)
+            noise_pi = torch.randn(sc.policy_frequency, sc.batch_size, act_dim, device=device)
+        stats = update_step(*batch, noise_next, noise_pi)
         counters["updates"] += 1
-        if log:
-            stats.update({"losses/q": q_loss.item() / 2, "losses/q_mean": q.detach().mean().item()})
-        return stats
+        return {k: v.item() for k, v in stats.items()} if log else {}
 
     obs, _ = envs.reset(seed=cfg.seed + step)  # a resumed run starts fresh episodes (documented)
     if not run.resume_state:
