@@ -163,7 +163,8 @@ def test_thermometer_wiring_gradient_equals_dense():
     enc = Thermometer(dim=5, bits=9)
     x = enc(torch.randn(40, 5) * 4).t().contiguous()  # feature-major (45, 40), includes saturation
     g = torch.randn(24, 40)
-    assert torch.allclose(thermometer_wiring_grad(g, x, 9), (2 * x - 1) @ g.t(), atol=1e-4)
+    for batched in (False, True):  # the CPU loops and the GPU's batched form, both checked here
+        assert torch.allclose(thermometer_wiring_grad(g, x, 9, batched), (2 * x - 1) @ g.t(), atol=1e-4)
     # and through the layer: a first layer that knows its input is a thermometer code
     layer = LUTLayer(45, 8, n=3, thermometer_bits=9)
     plain = LUTLayer(45, 8, n=3)

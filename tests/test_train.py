@@ -220,7 +220,7 @@ def test_cuda_graph_updates_match_eager(policy):
     the same parameters: the graphs do the work, and the wiring argmax is recomputed every replay."""
     from dwc.config import SACConfig
     from dwc.models import ActorConfig, build_actor
-    from dwc.rl.common import GraphedUpdate
+    from dwc.rl.common import GraphedCall, sample_action
     from dwc.rl.sac import SACLearner
 
     dev, sc, obs_dim, act_dim = torch.device("cuda"), SACConfig(batch_size=64), 11, 3
@@ -234,7 +234,7 @@ def test_cuda_graph_updates_match_eager(policy):
         return SACLearner(actor, obs_dim, act_dim, sc, dev, graphs)
 
     eager, graphed = learner(False), learner(True)
-    step = GraphedUpdate(graphed.update)
+    step = GraphedCall(graphed.update)
     gen = torch.Generator(device=dev).manual_seed(1)
     for i in range(24):  # 12 of each kind: 3 warm-up, 1 capture, 8 replays
         b = sc.batch_size
@@ -255,3 +255,12 @@ def test_cuda_graph_updates_match_eager(policy):
     if policy == "dwc":
         for l_e, l_g in zip(eager.actor.luts, graphed.actor.luts):
             assert torch.equal(l_e.wiring_indices(), l_g.wiring_indices())
+    # the acting forward as a graph, captured early and replayed after the parameters moved on
+    act = GraphedCall(torch.no_grad()(lambda o, eps: sample_action(graphed.actor, o, eps)[0]), warmup=1)
+    for i in range(6):
+        o, eps = torch.randn(1, obs_dim, device=dev), torch.randn(1, act_dim, device=dev)
+        with torch.no_grad():
+            want = sample_action(graphed.actor, o, eps)[0]
+        assert torch.allclose(act(o, eps), want, rtol=1e-5, atol=1e-6), i
+        step(*batch, torch.randn(2, sc.batch_size, act_dim, device=dev))  # parameters change
+    assert len(act.graphs) == 1

@@ -108,11 +108,11 @@ class RateMeter:
         return self.last
 
 
-class GraphedUpdate:
-    """Calls ``fn(*tensors)`` as a replayed CUDA graph: one launch instead of hundreds per update.
+class GraphedCall:
+    """Calls ``fn(*tensors)`` as a replayed CUDA graph: one launch instead of tens or hundreds.
 
     One graph per pattern of arguments (``None`` or not), e.g. SAC's critic-only and critic+actor
-    updates. Arguments are copied into static tensors the graph reads; the first ``warmup`` calls of
+    updates, or per input shape of an acting forward. Arguments are copied into static tensors the graph reads; the first ``warmup`` calls of
     each pattern run eagerly on a side stream (they create optimiser state and cuBLAS workspaces, as
     capture requires), then the next one is captured and every later call is a replay. ``fn`` must
     not sync with the host (no ``.item()``, no data-dependent shapes). If capture fails anyway, one
@@ -128,7 +128,7 @@ class GraphedUpdate:
     def __call__(self, *args):
         if self.failed:
             return self.fn(*args)
-        key = tuple(a is None for a in args)
+        key = tuple(None if a is None else a.shape for a in args)
         if key in self.graphs:
             graph, static_in, out = self.graphs[key]
             for dst, src in zip(static_in, args):

@@ -4,8 +4,8 @@ Published protocol by default (see SACConfig). Float twin-Q critics; the actor i
 DWC or the MLP baseline (same interface). Speed choices, each measured (scripts/bench_train.py):
 - the twin critics are one batched module (one bmm per layer instead of two matmuls);
 - the actor step does not compute critic weight-gradients (critic params frozen during it);
-- on CUDA the whole update is replayed as a CUDA graph (:class:`GraphedUpdate`): at batch 256 a
-  GPU update is bound by ~200 kernel launches from Python, not by arithmetic.
+- on CUDA the whole update, and the acting forward, are replayed as CUDA graphs (:class:`GraphedCall`):
+  at batch 256 a GPU update is bound by ~200 kernel launches from Python, not by arithmetic.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from torch import nn
 
 from ..config import TrainConfig
 from ..models import build_actor
-from .common import EpisodeTracker, GraphedUpdate, RateMeter, sample_action
+from .common import EpisodeTracker, GraphedCall, RateMeter, sample_action
 from .envs import make_vector_env, real_next_obs
 from .replay import ReplayBuffer
 from .run import RunDir, set_rng_state
@@ -138,7 +138,12 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
     actor = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
     graphs = device.type == "cuda" and cfg.cuda_graphs and actor.prepare_cuda_graphs()
     learner = SACLearner(actor, obs_dim, act_dim, sc, device, graphs)
-    update_step = GraphedUpdate(learner.update) if graphs else learner.update
+    update_step = GraphedCall(learner.update) if graphs else learner.update
+
+    @torch.no_grad()
+    def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return sample_action(actor, obs, noise)[0]
+    act_step = GraphedCall(explore) if graphs else explore
     rb = ReplayBuffer(min(sc.buffer_size, cfg.steps), obs_dim, act_dim, seed=cfg.seed)
     counters = {"updates": 0}
 
@@ -179,9 +184,8 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
             if step < sc.learning_starts:
                 actions = np.stack([act_space.sample() for _ in range(cfg.num_envs)])
             else:
-                with torch.no_grad():
-                    a, _, _ = sample_action(actor, torch.as_tensor(obs, dtype=torch.float32, device=device))
-                actions = a.cpu().numpy()
+                o = torch.as_tensor(obs, dtype=torch.float32, device=device)
+                actions = act_step(o, torch.randn(cfg.num_envs, act_dim, device=device)).cpu().numpy()
             next_obs, rewards, terms, truncs, infos = envs.step(actions)
             dones = terms | truncs
             mid_transition = True  # replay, normaliser and step counter change together
