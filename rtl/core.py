@@ -15,7 +15,7 @@ popcount adder trees evenly (their depth, not the LUTs, bounds Fmax once the lay
 from __future__ import annotations
 
 from amaranth import Array, Cat, Const, Module, Signal, signed, unsigned
-from amaranth.hdl import Instance
+from amaranth.hdl import Instance, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -43,6 +43,27 @@ endmodule
     "dwc_add": """
 module dwc_add #(parameter integer W = 1) (input [W-1:0] a, input [W-1:0] b, output [W:0] y);
   assign y = {1'b0, a} + {1'b0, b};
+endmodule
+""",
+    # Signed arithmetic of the quantised MLP's linear layers: the caller sizes W from the value
+    # ranges, so every result fits and operands, constants and results all share one width.
+    "dwc_sadd": """
+module dwc_sadd #(parameter integer W = 2) (input signed [W-1:0] a, input signed [W-1:0] b, output signed [W-1:0] y);
+  assign y = a + b;
+endmodule
+""",
+    "dwc_smulc": """
+module dwc_smulc #(parameter integer W = 2, parameter signed [W-1:0] C = 0) (input signed [W-1:0] a, output signed [W-1:0] y);
+  assign y = a * C;
+endmodule
+""",
+    "dwc_requant": """
+module dwc_requant #(parameter integer W = 2, parameter integer S = 0, parameter integer OW = 2,
+                     parameter signed [W-1:0] HALF = 0, parameter signed [W-1:0] LO = 0,
+                     parameter signed [W-1:0] HI = 0) (input signed [W-1:0] a, output signed [OW-1:0] y);
+  // round half up at 2^S (HALF = 2^(S-1), or 0 for S = 0), then clamp to LO..HI
+  wire signed [W-1:0] r = (a + HALF) >>> S;
+  assign y = r < LO ? LO[OW-1:0] : r > HI ? HI[OW-1:0] : r[OW-1:0];
 endmodule
 """,
 }
@@ -235,24 +256,77 @@ def code_shape(lo: int, hi: int):
     return signed(max(lo.bit_length(), hi.bit_length()) + 1)
 
 
+def shape_range(sh) -> tuple[int, int]:
+    """The integers a shape holds."""
+    return (-(1 << (sh.width - 1)), (1 << (sh.width - 1)) - 1) if sh.signed else (0, (1 << sh.width) - 1)
+
+
+def extend(v: Value, signed_: bool, width: int) -> Value:
+    """``v`` sign- or zero-extended to ``width`` bits by explicit concatenation (lint-clean)."""
+    fill = v[-1].replicate(width - len(v)) if signed_ else Const(0, width - len(v))
+    return Cat(v, fill) if width > len(v) else v
+
+
 class LinearStage(wiring.Component):
     """One IR linear layer (quantised MLP): constant-coefficient dot products, the rounding shift and
-    the clamp; the weights are constants, so synthesis builds shift-and-add trees (or DSP blocks)."""
+    the clamp; the weights are constants, so synthesis builds shift-and-add trees (or DSP blocks).
 
-    def __init__(self, lin, in_shapes: list):
-        self.lin, self.in_shapes = lin, in_shapes
+    With ``cells="verilog"`` each output is a balanced tree of leaf cells at one width per neuron,
+    sized from the inputs' ranges so nothing overflows, which keeps the Verilog lint-clean."""
+
+    def __init__(self, lin, in_shapes: list, cells: str = "native"):
+        _check_cells(cells)
+        self.lin, self.in_shapes, self.cells = lin, in_shapes, cells
         self.out_shape = code_shape(lin.lo, lin.hi)
         super().__init__({"inp": In(sum(sh.width for sh in in_shapes)),
                           "out": Out(lin.outputs * self.out_shape.width)})
+
+    def _neuron_cells(self, m: Module, j: int, xs: list, row, bias: int) -> Value:
+        lin = self.lin
+        up = max(0, -lin.shift)  # a left shift folds into the constants
+        row, bias, s = [w << up for w in row], bias << up, max(0, lin.shift)
+        half = 1 << (s - 1) if s else 0
+        terms = [(x, sh, w) for x, sh, w in zip(xs, self.in_shapes, row) if w]
+        lows = [min(w * r for r in shape_range(sh)) for _, sh, w in terms]
+        highs = [max(w * r for r in shape_range(sh)) for _, sh, w in terms]
+        lo, hi = sum(lows), sum(highs)  # every term's range holds 0, so partial sums stay inside
+        width = code_shape(min(lo, bias + lo, lin.lo, 0), max(hi, bias + hi + half, lin.hi, 0)).width
+        level = [Const(bias, signed(width))]
+        for i, (x, sh, w) in enumerate(terms):
+            xw = extend(x, sh.signed, width)
+            if w != 1:
+                y = Signal(signed(width), name=f"n{j}_t{i}")
+                m.submodules[f"n{j}_mul{i}"] = Instance("dwc_smulc", p_W=width, p_C=Const(w, signed(width)),
+                                                        i_a=xw, o_y=y)
+                xw = y
+            level.append(xw)
+        adds = 0
+        while len(level) > 1:  # balanced: log2(fan-in) adders deep
+            nxt = []
+            for a, b in zip(level[::2], level[1::2]):
+                y = Signal(signed(width), name=f"n{j}_s{adds}")
+                m.submodules[f"n{j}_add{adds}"] = Instance("dwc_sadd", p_W=width, i_a=a, i_b=b, o_y=y)
+                nxt.append(y)
+                adds += 1
+            level = nxt + level[len(level) - len(level) % 2:]
+        y = Signal(self.out_shape, name=f"y{j}")
+        m.submodules[f"n{j}_requant"] = Instance(
+            "dwc_requant", p_W=width, p_S=s, p_OW=self.out_shape.width, p_HALF=Const(half, signed(width)),
+            p_LO=Const(lin.lo, signed(width)), p_HI=Const(lin.hi, signed(width)), i_a=level[0], o_y=y)
+        return y
 
     def elaborate(self, platform):
         m = Module()
         xs, lsb = [], 0
         for sh in self.in_shapes:
             x = self.inp[lsb:lsb + sh.width]
-            xs.append(x.as_signed() if sh.signed else x)
+            xs.append(x if self.cells == "verilog" else x.as_signed() if sh.signed else x)
             lsb += sh.width
         w_out = self.out_shape.width
+        if self.cells == "verilog":
+            for j, (row, b) in enumerate(zip(self.lin.weights, self.lin.bias)):
+                m.d.comb += self.out[j * w_out:(j + 1) * w_out].eq(self._neuron_cells(m, j, xs, row, b))
+            return m
         for j, (row, b) in enumerate(zip(self.lin.weights, self.lin.bias)):
             acc = Const(b, signed(max(2, abs(b).bit_length() + 1)))
             for x, w in zip(xs, row):
@@ -353,7 +427,7 @@ class DWCCore(wiring.Component):
             return m
         shapes = [unsigned(count_width(len(grp))) for grp in g.groups]
         for k, lin in enumerate(g.linear):
-            m.submodules[f"linear{k}"] = dense = LinearStage(lin, shapes)
+            m.submodules[f"linear{k}"] = dense = LinearStage(lin, shapes, cells)
             m.d.comb += dense.inp.eq(counts)
             counts, shapes = cut(dense.out, f"linear{k}_r"), [dense.out_shape] * lin.outputs
         lo = g.linear[-1].lo if g.linear else 0
@@ -363,7 +437,16 @@ class DWCCore(wiring.Component):
             width = shapes[a].width
             index = Signal(max(1, (g.table_size(a) - 1).bit_length()), name=f"index{a}")
             code = counts[offset:offset + width]
-            m.d.comb += index.eq(code.as_signed() - lo if g.linear else code)
+            if not g.linear:
+                m.d.comb += index.eq(code)
+            elif cells == "native":
+                m.d.comb += index.eq(code.as_signed() - lo)
+            else:  # code - lo in 0..table size, through a leaf cell of one width (lint-clean)
+                w = code_shape(min(lo, -lo, 0), max(g.linear[-1].hi - lo, -lo, 0)).width
+                d = Signal(signed(w), name=f"index{a}_d")
+                m.submodules[f"index{a}_sub"] = Instance("dwc_sadd", p_W=w, i_a=extend(code, True, w),
+                                                          i_b=Const(-lo, signed(w)), o_y=d)
+                m.d.comb += index.eq(d[:len(index)])
             m.submodules[f"table{a}"] = table = ActionTable(g.action_tables[a], len(index), g.action_format.width)
             m.d.comb += [table.count.eq(index), action[f"a{a}"].eq(table.action)]
             offset += width

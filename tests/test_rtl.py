@@ -73,15 +73,17 @@ def test_verilog_in_verilator_matches_reference(tmp_path, pipeline):
         assert ports["pipeline"] == 4 + 6  # 256-input tree (6:3 counters, then 6 levels of adders)
 
 
+@pytest.mark.parametrize("policy", ["dwc", "qmlp"])
 @pytest.mark.parametrize("pipeline", ["1", "max"])
-def test_emitted_verilog_lints_clean(tmp_path, pipeline):
-    """Verilator's lint (its default warnings, nothing suppressed) finds nothing in dwc compile's output."""
+def test_emitted_verilog_lints_clean(tmp_path, pipeline, policy):
+    """Verilator's lint (its default warnings, nothing suppressed) finds nothing in dwc compile's
+    output: LUT networks and the quantised MLP's signed arithmetic alike."""
     import subprocess
     from pathlib import Path
 
     from dwc.cli import main
     from dwc.sim.runner import _verilator_env
-    policy = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-dwc"
+    policy = Path(__file__).parent.parent / "policies" / f"inverted-pendulum-v5-{policy}"
     assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", pipeline]) == 0
     _verilator_env()
     res = subprocess.run(["verilator", "--lint-only", str(tmp_path / "dwc_core.v")], capture_output=True, text=True)
