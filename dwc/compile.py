@@ -61,9 +61,6 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)
-    if onnx and graph.linear:  # refused before anything is written
-        raise UserError("--onnx: the ONNX export covers LUT networks; quantised-MLP (linear layer) export is not "
-                        "implemented yet")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "graph.json")

@@ -69,3 +69,26 @@ def test_train_qmlp_cli(tmp_path, capsys):
     assert json.loads((build / "verify_report.json").read_text())["mismatches"] == 0
     assert main(["train", "--env", "InvertedPendulum-v5", "--policy", "qmlp", "--weight-bits", "1",
                  "--out", str(tmp_path / "bad")]) == 2
+
+
+def test_onnx_export_of_the_shipped_qmlp_matches_the_reference(tmp_path):
+    """policy.onnx of a quantised MLP (integer MatMul, floor shift, clamp, tables) equals the IR's
+    reference executor on quantised, random and extreme observations."""
+    ort = pytest.importorskip("onnxruntime")
+    from pathlib import Path
+
+    from dwc.ir.graph import Graph
+    policy = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-qmlp"
+    assert main(["compile", str(policy), "--out", str(tmp_path), "--onnx"]) == 0
+    graph = Graph.load(tmp_path / "graph.json")
+    assert graph.linear and any(lin.shift > 0 for lin in graph.linear)
+    sess = ort.InferenceSession(str(tmp_path / "policy.onnx"), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    q = np.concatenate([rng.integers([f.min_int for f in graph.obs_formats], [f.max_int + 1 for f in graph.obs_formats],
+                                     (4000, graph.obs_dim)), extreme_observations(graph)])
+    x = (q * np.array([2.0 ** -f.frac for f in graph.obs_formats])).astype(np.float32)
+    action, pc = sess.run(["action", "popcounts"], {"obs": x})
+    assert np.array_equal(pc, ref.popcounts(graph, q))
+    assert np.array_equal(action, ref.act(graph, x).astype(np.float32))
+    raw = rng.normal(0, 1, (3000, graph.obs_dim)).astype(np.float32)
+    assert np.array_equal(sess.run(["action"], {"obs": raw})[0], ref.act(graph, raw).astype(np.float32))

@@ -5,6 +5,11 @@ scale a power of two, so exact), comparators (Gather + GreaterOrEqual), each LUT
 Gather of input bits, an address sum and a Gather from the layer's concatenated truth tables
 (LUTs narrower than the widest are padded with a constant-0 input), popcounts (ReduceSum) and the
 action tables (Gather). Outputs ``action`` (float) and ``popcounts`` (int64).
+
+A quantised MLP's integer linear layers follow the popcounts: MatMul and Add in int64, the rounding
+shift as Floor of a float64 division by 2**shift (exact: the sums stay far below 2**53; ONNX's
+integer Div truncates toward zero, which is not the IR's floor), the clamp as Max/Min in int64;
+the last layer's codes minus its ``lo`` index the action tables.
 """
 from __future__ import annotations
 
@@ -68,7 +73,7 @@ def to_onnx(g: Graph):
         flat = node("Add", [addr, const(f"off{l}", np.arange(len(layer), dtype=np.int64) << width)], f"flat{l}")
         bits = node("Gather", [const(f"tab{l}", tables.reshape(-1)), flat], f"bits{l}", axis=0)
 
-    pops, acts = [], []
+    pops = []
     for a, grp in enumerate(g.groups):
         if grp:
             gb = node("Gather", [bits, const(f"grp{a}", np.array(grp, np.int64))], f"gb{a}", axis=1)
@@ -76,16 +81,36 @@ def to_onnx(g: Graph):
         else:
             pc = node("Mul", [zero_col, const(f"zero{a}", np.array(0, np.int64))], f"pc{a}")
         pops.append(pc)
+    x = node("Concat", pops, "popcounts", axis=1)
+
+    for k, lin in enumerate(g.linear):
+        acc = node("Add", [node("MatMul", [x, const(f"w{k}", np.asarray(lin.weights, np.int64).T)], f"mm{k}"),
+                           const(f"b{k}", np.asarray(lin.bias, np.int64))], f"acc{k}")
+        if lin.shift > 0:
+            half = node("Add", [acc, const(f"half{k}", np.array(1 << (lin.shift - 1), np.int64))], f"half_acc{k}")
+            real = node("Cast", [half], f"acc_f{k}", to=TensorProto.DOUBLE)
+            down = node("Floor", [node("Div", [real, const(f"div{k}", np.array(2.0 ** lin.shift))], f"div_acc{k}")],
+                        f"floor{k}")
+            acc = node("Cast", [down], f"shifted{k}", to=TensorProto.INT64)
+        elif lin.shift < 0:
+            acc = node("Mul", [acc, const(f"up{k}", np.array(1 << -lin.shift, np.int64))], f"shifted{k}")
+        x = node("Min", [node("Max", [acc, const(f"lo{k}", np.array(lin.lo, np.int64))], f"clip_lo{k}"),
+                         const(f"hi{k}", np.array(lin.hi, np.int64))], f"codes{k}")
+    if g.linear:
+        x = node("Sub", [x, const("code_lo", np.array(g.linear[-1].lo, np.int64))], "table_index")
+
+    acts = []
+    for a in range(g.action_dim):
+        idx = node("Gather", [x, const(f"act_col{a}", np.array([a], np.int64))], f"act_idx{a}", axis=1)
         table = np.asarray(g.action_tables[a], np.float64) * 2.0 ** -g.action_format.frac
-        acts.append(node("Gather", [const(f"act{a}", table.astype(np.float32)), pc], f"act_{a}", axis=0))
-    node("Concat", pops, "popcounts", axis=1)
+        acts.append(node("Gather", [const(f"act{a}", table.astype(np.float32)), idx], f"act_{a}", axis=0))
     node("Concat", acts, "action", axis=1)
 
     graph = helper.make_graph(
         nodes, "dwc_circuit",
         [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["N", g.obs_dim])],
         [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", g.action_dim]),
-         helper.make_tensor_value_info("popcounts", TensorProto.INT64, ["N", g.action_dim])],
+         helper.make_tensor_value_info("popcounts", TensorProto.INT64, ["N", len(g.groups)])],
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="dwc")
     model.ir_version = 8  # readable by onnxruntime releases of the last few years
