@@ -59,10 +59,13 @@ endmodule
 """,
     "dwc_requant": """
 module dwc_requant #(parameter integer W = 2, parameter integer S = 0, parameter integer OW = 2,
-                     parameter signed [W-1:0] HALF = 0, parameter signed [W-1:0] LO = 0,
-                     parameter signed [W-1:0] HI = 0) (input signed [W-1:0] a, output signed [OW-1:0] y);
-  // round half up at 2^S (HALF = 2^(S-1), or 0 for S = 0), then clamp to LO..HI
-  wire signed [W-1:0] r = (a + HALF) >>> S;
+                     parameter integer EVEN = 0, parameter signed [W-1:0] HALF = 0,
+                     parameter signed [W-1:0] LO = 0, parameter signed [W-1:0] HI = 0)
+                    (input signed [W-1:0] a, output signed [OW-1:0] y);
+  // round at 2^S, ties up (HALF = 2^(S-1)) or to even (HALF = 2^(S-1) - 1 plus the floor's lowest
+  // bit a[S]); S = 0: HALF = 0, no rounding. Then clamp to LO..HI.
+  wire signed [W-1:0] odd = {{(W-1){1'b0}}, (EVEN != 0 && S > 0) ? a[S] : 1'b0};
+  wire signed [W-1:0] r = (a + HALF + odd) >>> S;
   assign y = r < LO ? LO[OW-1:0] : r > HI ? HI[OW-1:0] : r[OW-1:0];
 endmodule
 """,
@@ -285,12 +288,13 @@ class LinearStage(wiring.Component):
         lin = self.lin
         up = max(0, -lin.shift)  # a left shift folds into the constants
         row, bias, s = [w << up for w in row], bias << up, max(0, lin.shift)
-        half = 1 << (s - 1) if s else 0
+        even = lin.rounding == "half_even" and s > 0
+        half = (1 << (s - 1)) - even if s else 0
         terms = [(x, sh, w) for x, sh, w in zip(xs, self.in_shapes, row) if w]
         lows = [min(w * r for r in shape_range(sh)) for _, sh, w in terms]
         highs = [max(w * r for r in shape_range(sh)) for _, sh, w in terms]
         lo, hi = sum(lows), sum(highs)  # every term's range holds 0, so partial sums stay inside
-        width = code_shape(min(lo, bias + lo, lin.lo, 0), max(hi, bias + hi + half, lin.hi, 0)).width
+        width = code_shape(min(lo, bias + lo, lin.lo, 0), max(hi, bias + hi + half + even, lin.hi, 0)).width
         level = [Const(bias, signed(width))]
         for i, (x, sh, w) in enumerate(terms):
             xw = extend(x, sh.signed, width)
@@ -311,7 +315,8 @@ class LinearStage(wiring.Component):
             level = nxt + level[len(level) - len(level) % 2:]
         y = Signal(self.out_shape, name=f"y{j}")
         m.submodules[f"n{j}_requant"] = Instance(
-            "dwc_requant", p_W=width, p_S=s, p_OW=self.out_shape.width, p_HALF=Const(half, signed(width)),
+            "dwc_requant", p_W=width, p_S=s, p_OW=self.out_shape.width, p_EVEN=int(even),
+            p_HALF=Const(half, signed(width)),
             p_LO=Const(lin.lo, signed(width)), p_HI=Const(lin.hi, signed(width)), i_a=level[0], o_y=y)
         return y
 
@@ -333,7 +338,12 @@ class LinearStage(wiring.Component):
                 if w:
                     acc = acc + x * Const(w, signed(abs(w).bit_length() + 1))
             sh = self.lin.shift
-            r = (acc + (1 << (sh - 1))) >> sh if sh > 0 else acc << -sh  # >> on a signed value floors
+            if sh <= 0:
+                r = acc << -sh
+            elif self.lin.rounding == "half_even":  # ties to even: the floor's lowest bit breaks them
+                r = (acc + ((1 << (sh - 1)) - 1) + acc[min(sh, len(acc) - 1)]) >> sh  # beyond: the sign
+            else:
+                r = (acc + (1 << (sh - 1))) >> sh  # >> on a signed value floors
             y = Signal(self.out_shape, name=f"y{j}")
             with m.If(r < self.lin.lo):
                 m.d.comb += y.eq(self.lin.lo)

@@ -14,7 +14,8 @@ Every front end lowers into :class:`Graph`; every back end (executors, HDL) read
 5. integer linear layers (optional, quantised MLPs): ``x`` = the popcounts; each layer computes
    ``y[j] = clamp(round_shift(sum_i weights[j][i] * x[i] + bias[j], shift), lo, hi)`` where
    ``round_shift(v, s) = floor((v + 2**(s-1)) / 2**s)`` for ``s > 0`` (round half up) and
-   ``v * 2**-s`` otherwise; the last layer's outputs are the action codes.
+   ``v * 2**-s`` otherwise; with ``rounding = "half_even"`` ties go to the even integer instead
+   (ONNX QuantizeLinear's rounding, for imported models). The last layer's outputs are the codes.
 6. action tables: ``actions.tables[a][i]`` is the action as a signed fixed-point integer of
    ``actions.width`` bits with ``actions.frac`` fractional bits, for ``i`` = the popcount of group
    ``a`` (no linear layers) or the code ``y[a] - lo`` of the last linear layer.
@@ -30,6 +31,7 @@ from pathlib import Path
 
 SCHEMA_VERSION = 1
 MAX_ARITY = 6
+ROUNDINGS = ("half_up", "half_even")
 
 
 class IRError(ValueError):
@@ -85,6 +87,7 @@ class Linear:
     shift: int
     lo: int
     hi: int
+    rounding: str = "half_up"  # or "half_even" (ties to even)
 
     @property
     def outputs(self) -> int:
@@ -132,7 +135,8 @@ class Graph:
             "comparators": [[c.dim, c.threshold] for c in self.comparators],
             "layers": [[{"inputs": l.inputs, "table": f"{l.table:x}"} for l in layer] for layer in self.layers],
             "groups": self.groups,
-            **({"linear": [asdict(l) for l in self.linear]} if self.linear else {}),
+            **({"linear": [{k: v for k, v in asdict(l).items() if k != "rounding" or v != "half_up"}
+                           for l in self.linear]} if self.linear else {}),
             "actions": {"format": asdict(self.action_format), "tables": self.action_tables},
         }
 
@@ -201,6 +205,8 @@ class Graph:
                 raise IRError(f"{where}.shift: {lin.shift} outside -62..62")
             if lin.lo > lin.hi:
                 raise IRError(f"{where}.lo: {lin.lo} above hi {lin.hi}")
+            if lin.rounding not in ROUNDINGS:
+                raise IRError(f"{where}.rounding: {lin.rounding!r} is not one of {', '.join(ROUNDINGS)}")
             n_in = lin.outputs
         _check_format(self.action_format, "actions.format")
         if len(self.action_tables) != self.action_dim:
@@ -313,6 +319,6 @@ class _Validator:
             if not all(isinstance(b, int) and not isinstance(b, bool) for b in bias):
                 raise IRError(f"{where}bias: expected integers")
             linear.append(Linear(weights, bias, self._get(lin, "shift", int, where), self._get(lin, "lo", int, where),
-                                 self._get(lin, "hi", int, where)))
+                                 self._get(lin, "hi", int, where), lin.get("rounding", "half_up")))
         return Graph(formats, comps, layers, groups, self._format(acts.get("format"), "actions.format"), tables, meta,
                      linear)

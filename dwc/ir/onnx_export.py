@@ -7,8 +7,8 @@ Gather of input bits, an address sum and a Gather from the layer's concatenated 
 action tables (Gather). Outputs ``action`` (float) and ``popcounts`` (int64).
 
 A quantised MLP's integer linear layers follow the popcounts: MatMul and Add in int64, the rounding
-shift as Floor of a float64 division by 2**shift (exact: the sums stay far below 2**53; ONNX's
-integer Div truncates toward zero, which is not the IR's floor), the clamp as Max/Min in int64;
+shift as Floor (ties up) or Round (ties to even) of a float64 division by 2**shift (exact: the
+sums stay far below 2**53; ONNX's integer Div truncates toward zero, which is not the IR's floor), the clamp as Max/Min in int64;
 the last layer's codes minus its ``lo`` index the action tables.
 """
 from __future__ import annotations
@@ -86,7 +86,12 @@ def to_onnx(g: Graph):
     for k, lin in enumerate(g.linear):
         acc = node("Add", [node("MatMul", [x, const(f"w{k}", np.asarray(lin.weights, np.int64).T)], f"mm{k}"),
                            const(f"b{k}", np.asarray(lin.bias, np.int64))], f"acc{k}")
-        if lin.shift > 0:
+        if lin.shift > 0 and lin.rounding == "half_even":  # ONNX Round: ties to even
+            real = node("Cast", [acc], f"acc_f{k}", to=TensorProto.DOUBLE)
+            down = node("Round", [node("Div", [real, const(f"div{k}", np.array(2.0 ** lin.shift))], f"div_acc{k}")],
+                        f"round{k}")
+            acc = node("Cast", [down], f"shifted{k}", to=TensorProto.INT64)
+        elif lin.shift > 0:
             half = node("Add", [acc, const(f"half{k}", np.array(1 << (lin.shift - 1), np.int64))], f"half_acc{k}")
             real = node("Cast", [half], f"acc_f{k}", to=TensorProto.DOUBLE)
             down = node("Floor", [node("Div", [real, const(f"div{k}", np.array(2.0 ** lin.shift))], f"div_acc{k}")],

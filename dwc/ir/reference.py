@@ -63,17 +63,20 @@ def popcounts(g: Graph, q: np.ndarray) -> np.ndarray:
     return np.stack([bits[:, grp].sum(axis=1, dtype=np.int64) for grp in g.groups], axis=1)
 
 
-def round_shift(v: np.ndarray, shift: int) -> np.ndarray:
-    """``floor((v + 2**(shift-1)) / 2**shift)`` (round half up) for shift > 0, ``v * 2**-shift`` otherwise."""
-    if shift > 0:
-        return (v + (1 << (shift - 1))) >> shift  # numpy's >> on int64 floors
-    return v << -shift
+def round_shift(v: np.ndarray, shift: int, rounding: str = "half_up") -> np.ndarray:
+    """``v / 2**shift`` rounded to an integer, ties up (``floor((v + 2**(shift-1)) / 2**shift)``) or to
+    even, for shift > 0; ``v * 2**-shift`` otherwise."""
+    if shift <= 0:
+        return v << -shift
+    if rounding == "half_even":  # the floor's parity breaks the tie: one less added when it is even
+        return (v + (1 << (shift - 1)) - 1 + ((v >> shift) & 1)) >> shift
+    return (v + (1 << (shift - 1))) >> shift  # numpy's >> on int64 floors
 
 
 def linear_layer(lin, x: np.ndarray) -> np.ndarray:
     """Integer inputs (N, I) -> requantised, clamped integer outputs (N, O)."""
     acc = x.astype(np.int64) @ np.asarray(lin.weights, dtype=np.int64).T + np.asarray(lin.bias, dtype=np.int64)
-    return np.clip(round_shift(acc, lin.shift), lin.lo, lin.hi)
+    return np.clip(round_shift(acc, lin.shift, lin.rounding), lin.lo, lin.hi)
 
 
 def codes(g: Graph, q: np.ndarray) -> np.ndarray:
