@@ -260,20 +260,28 @@ def _add_compile(sub):
                        epilog="example:\n  dwc compile policies/inverted-pendulum-v5-dwc --out build/ip",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, help="run directory (dwc train) or exported policy")
-    p.add_argument("--out", type=Path, required=True, help="build directory")
-    p.add_argument("--obs-width", type=int, default=16, help="observation fixed-point width in bits (default 16)")
-    p.add_argument("--act-width", type=int, default=16, help="action fixed-point width in bits (default 16)")
+    _add_build_options(p)
     p.add_argument("--obs-frac", type=_int_list, metavar="F[,F...]",
                    help="fractional bits of the observation, one value or one per dimension (default: sized "
                         "from the training statistics so every threshold is representable)")
-    p.add_argument("--pipeline", type=_pipeline, default=0, metavar="K|max",
-                   help="register stages inside the core: 0 = minimum latency (registered I/O around one "
-                        "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
-                        "comparators, after each LUT layer and after the popcounts; more split the popcount "
-                        "adder trees evenly, for Fmax; max = all of them (default 0)")
+    _add_pipeline_option(p)
     p.add_argument("--onnx", action="store_true",
                    help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _add_build_options(p):
+    p.add_argument("--out", type=Path, required=True, help="build directory")
+    p.add_argument("--obs-width", type=int, default=16, help="observation fixed-point width in bits (default 16)")
+    p.add_argument("--act-width", type=int, default=16, help="action fixed-point width in bits (default 16)")
+
+
+def _add_pipeline_option(p):
+    p.add_argument("--pipeline", type=_pipeline, default=0, metavar="K|max",
+                   help="register stages inside the core: 0 = minimum latency (registered I/O around one "
+                        "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
+                        "comparators, after each LUT layer and after the popcounts (and each linear layer); more "
+                        "split the popcount adder trees evenly, for Fmax; max = all of them (default 0)")
 
 
 def cmd_compile(args) -> int:
@@ -298,6 +306,46 @@ def cmd_compile(args) -> int:
         h = r["hdl"]
         print(f"Verilog: {h['verilog']} (latency {h['latency_cycles']} cycles, ports in {h['ports']}, "
               f"{h['seconds']:.1f} s)")
+    return 0
+
+
+def _add_import(sub):
+    p = sub.add_parser("import", help="lower a quantised ONNX MLP (QDQ) into the IR and Verilog",
+                       description="Read a quantised MLP policy exported by another tool (onnxruntime or Brevitas QDQ: "
+                                   "QuantizeLinear/DequantizeLinear around MatMul/Gemm, Add, Relu; power-of-two "
+                                   "scales; an elementwise tail such as Tanh or Mul folds into the action tables) "
+                                   "and write BUILD/graph.json, BUILD/dwc_core.v and BUILD/import_report.json. "
+                                   "The result is checked against onnxruntime before anything is written; then "
+                                   "dwc verify, synth and hil work on BUILD as after dwc compile.",
+                       epilog="example:\n  dwc import policy.onnx --out build/imported --env InvertedPendulum-v5\n"
+                              "  dwc verify build/imported",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", type=Path, help="the .onnx file")
+    _add_build_options(p)
+    p.add_argument("--env", help="the Gymnasium env the policy drives (checked against the model's shapes; "
+                                 "dwc verify's closed loop uses it)")
+    _add_pipeline_option(p)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def cmd_import(args) -> int:
+    from .compile import import_model
+    r = import_model(args.model, args.out, args.env, args.obs_width, args.act_width, args.pipeline)
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    info, c = r["read"], r["check_against_onnxruntime"]
+    print(f"read {r['model']}: {' '.join(info['operators'])}")
+    for k, l in enumerate(info["layers"]):
+        print(f"  layer {k}: {l['inputs']} -> {l['outputs']}, shift {l['shift']}, codes {l['lo']}..{l['hi']}")
+    print(f"  observation codes {info['observation_codes'][0]}..{info['observation_codes'][1]} "
+          f"(fixed point {info['obs_format']['width']}.{info['obs_format']['frac']}), tail "
+          f"{' '.join(info['tail']) or 'none'} folded into the action tables")
+    print(f"checked against onnxruntime: {c['vectors']} observations, {c['code_mismatches']} code mismatches, "
+          f"max action difference {c['max_action_error']:.3g} (LSB {c['action_lsb']:.3g})")
+    h = r["hdl"]
+    print(f"wrote {r['graph']}; Verilog {h['verilog']} (latency {h['latency_cycles']} cycles); "
+          f"report {Path(r['graph']).parent / 'import_report.json'}")
     return 0
 
 
@@ -549,6 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(sub)
     _add_export(sub)
     _add_compile(sub)
+    _add_import(sub)
     _add_verify(sub)
     _add_synth(sub)
     _add_hil(sub)
@@ -566,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export,
-                "compile": cmd_compile, "verify": cmd_verify, "synth": cmd_synth,
+                "compile": cmd_compile, "import": cmd_import, "verify": cmd_verify, "synth": cmd_synth,
                 "hil": cmd_hil, "policies": cmd_policies}[args.command](args)
     except UserError as e:
         print(f"dwc {args.command}: error: {e}", file=sys.stderr)

@@ -1,0 +1,399 @@
+"""ONNX import: a quantised MLP exported by another tool (QDQ form) -> the integer IR.
+
+Read: one float input (N, D) and one float output (N, A), and between them a chain
+    QuantizeLinear -> DequantizeLinear                        (the observation's quantiser)
+    { MatMul | Gemm } [Add] [Relu] QuantizeLinear DequantizeLinear   (one per layer)
+    [Tanh | Mul | Add | Sub | Div | Clip | Relu ...]          (an elementwise tail with constants)
+with weights given as DequantizeLinear of an integer initializer (zero point 0; per-tensor or
+per-output-channel scales) and biases as float initializers or DequantizeLinear of int32
+(onnxruntime's and Brevitas' QDQ exports). Identity and Flatten are skipped.
+
+Why it is exact: with power-of-two scales every float the ONNX model computes is an integer times
+a power of two, so onnxruntime's float32 arithmetic is exact (while sums stay below 2**24) and each
+QuantizeLinear is ``round_half_even(acc * 2**-k)`` on an integer ``acc``: an IR linear layer with
+``rounding="half_even"``. Zero points are carried as offsets (codes are kept centred, ``code - zp``),
+the observation quantiser becomes one comparator per code step (thresholds found on the same
+arithmetic), and the tail folds into the action tables. Scales that are not powers of two are
+refused: onnxruntime's float rounding could not be reproduced exactly by integer hardware.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UserError
+from .graph import Comparator, FixedFormat, Graph, Linear
+
+TAIL_OPS = ("Tanh", "Mul", "Add", "Sub", "Div", "Clip", "Relu", "Sigmoid")
+SKIP_OPS = ("Identity", "Flatten")
+QRANGE = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (-32768, 32767), "UINT16": (0, 65535),
+          "INT4": (-8, 7), "UINT4": (0, 15)}
+ACC_LIMIT = 1 << 24  # float32 holds every integer below this exactly
+
+
+@dataclass
+class Quant:
+    """A QuantizeLinear's parameters, broadcast per channel: centred codes lie in lo..hi."""
+    scale: np.ndarray  # float64, exact copies of the float32 scales
+    zero: np.ndarray  # int64
+    qmin: int
+    qmax: int
+
+    @property
+    def lo(self) -> np.ndarray:
+        return self.qmin - self.zero
+
+    @property
+    def hi(self) -> np.ndarray:
+        return self.qmax - self.zero
+
+
+def _pow2_exponent(scale: np.ndarray, what: str) -> np.ndarray:
+    """k with scale == 2**k for every entry, or a UserError naming ``what``."""
+    s = np.asarray(scale, np.float64).reshape(-1)
+    if np.any(s <= 0):
+        raise UserError(f"{what}: scales must be positive, got {s[s <= 0][0]}")
+    k = np.round(np.log2(s)).astype(np.int64)
+    bad = s != np.ldexp(1.0, k)
+    if np.any(bad):
+        raise UserError(f"{what}: scale {float(s[bad][0])!r} is not a power of two; dwc import needs power-of-two "
+                        f"scales (e.g. Brevitas po2 scaling), since other scales round in float32 in ways "
+                        f"integer hardware cannot reproduce exactly")
+    return k
+
+
+class _Model:
+    """The ONNX graph as lookup tables: constants, producers and consumers of each tensor."""
+
+    def __init__(self, path: Path):
+        try:
+            import onnx
+            from onnx import numpy_helper
+        except ImportError:
+            raise UserError("dwc import needs the onnx package: pip install 'dwc[onnx]'") from None
+        if not path.is_file():
+            raise UserError(f"{path}: no such file")
+        try:
+            model = onnx.load(str(path))
+            onnx.checker.check_model(model)
+        except Exception as e:  # noqa: BLE001 - onnx raises several unrelated types
+            raise UserError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0][:160]})") from None
+        self.onnx, self.model, self.g = onnx, model, model.graph
+        qonnx = [n.op_type for n in model.graph.node if "qonnx" in n.domain or "finn" in n.domain]
+        if qonnx:
+            raise UserError(f"{path}: QONNX nodes ({', '.join(sorted(set(qonnx)))}) are not read directly; convert "
+                            f"them to QuantizeLinear/DequantizeLinear first (qonnx's QuantToQCDQ transformation)")
+        self.consts = {t.name: numpy_helper.to_array(t) for t in self.g.initializer}
+        for n in self.g.node:
+            if n.op_type == "Constant":
+                self.consts[n.output[0]] = numpy_helper.to_array(onnx.helper.get_attribute_value(n.attribute[0]))
+        self.consumers: dict[str, list] = {}
+        for n in self.g.node:
+            for i in n.input:
+                self.consumers.setdefault(i, []).append(n)
+        self.producer = {o: n for n in self.g.node for o in n.output}
+        inputs = [i for i in self.g.input if i.name not in self.consts]
+        if len(inputs) != 1 or len(self.g.output) != 1:
+            raise UserError(f"{path}: expected one input (observation) and one output (action), found "
+                            f"{len(inputs)} and {len(self.g.output)}")
+        self.input, self.output = inputs[0], self.g.output[0]
+
+    def attr(self, node, name: str, default=None):
+        for a in node.attribute:
+            if a.name == name:
+                return self.onnx.helper.get_attribute_value(a)
+        return default
+
+    def const(self, name: str, what: str) -> np.ndarray:
+        """A constant input: an initializer, a Constant node, or DequantizeLinear of constants."""
+        if name in self.consts:
+            return self.consts[name]
+        node = self.producer.get(name)
+        if node is not None and node.op_type == "DequantizeLinear" and all(i in self.consts for i in node.input if i):
+            return self.dequantize_const(node)[0]
+        raise UserError(f"{what}: input {name!r} must be a constant (initializer or DequantizeLinear of one)")
+
+    def dequantize_const(self, node) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(float32 values as onnxruntime computes them, integer values, scale, axis) of a constant DQ."""
+        q = self.consts[node.input[0]].astype(np.int64)
+        scale = self.consts[node.input[1]].astype(np.float64)
+        zero = self.consts[node.input[2]].astype(np.int64) if len(node.input) > 2 and node.input[2] else 0
+        axis = self.attr(node, "axis", 1)
+        shape = [1] * q.ndim
+        if np.ndim(scale):
+            shape[axis] = -1
+        values = ((q - np.reshape(zero, shape)).astype(np.float32) * np.reshape(scale, shape).astype(np.float32))
+        return values, q - np.reshape(zero, shape), scale, axis
+
+    def next(self, name: str):
+        """The one node reading tensor ``name`` (None at the graph output)."""
+        users = self.consumers.get(name, [])
+        if name == self.output.name and not users:
+            return None
+        if len(users) != 1:
+            raise UserError(f"tensor {name!r} feeds {len(users)} nodes; dwc import reads a single chain "
+                            f"(an MLP), not a branching graph")
+        return users[0]
+
+    def quant(self, node) -> Quant:
+        if len(node.input) < 2 or node.input[1] not in self.consts:
+            raise UserError(f"{node.op_type} {node.name!r}: the scale must be a constant")
+        scale = self.consts[node.input[1]].astype(np.float64).reshape(-1)
+        zp = self.consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if zp is None:
+            zero, kind = np.zeros(1, np.int64), "UINT8"
+        else:
+            zero = zp.astype(np.int64).reshape(-1)
+            kind = zp.dtype.name.upper()
+        if kind not in QRANGE:
+            raise UserError(f"{node.op_type} {node.name!r}: {kind.lower()} codes are not supported "
+                            f"(use one of {', '.join(k.lower() for k in QRANGE)})")
+        return Quant(scale, zero, *QRANGE[kind])
+
+
+def _same_quant(a: Quant, b: Quant) -> bool:
+    return np.array_equal(a.scale, b.scale) and np.array_equal(a.zero, b.zero)
+
+
+def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str | None = None) -> tuple[Graph, dict]:
+    """Lower the QDQ MLP in ``path`` to an IR graph; returns (graph, description of what was read)."""
+    m = _Model(Path(path))
+    dims = m.input.type.tensor_type.shape.dim
+    if len(dims) != 2 or not dims[1].dim_value:
+        raise UserError(f"input {m.input.name!r}: expected shape (N, D) with a fixed D")
+    obs_dim = dims[1].dim_value
+    seen: list[str] = []
+
+    def step(name):
+        node = m.next(name)
+        while node is not None and node.op_type in SKIP_OPS:
+            seen.append(node.op_type)
+            node = m.next(node.output[0])
+        return node
+
+    def expect(node, ops: tuple, where: str):
+        if node is None or node.op_type not in ops:
+            got = "the graph output" if node is None else f"{node.op_type} ({node.name or 'unnamed'})"
+            raise UserError(f"unsupported model: {where} expects {' or '.join(ops)}, found {got}; dwc import reads "
+                            f"QuantizeLinear/DequantizeLinear, MatMul/Gemm, Add, Relu and an elementwise tail "
+                            f"({', '.join(TAIL_OPS)})")
+        seen.append(node.op_type)
+        return node
+
+    # the observation's quantiser
+    q_node = expect(step(m.input.name), ("QuantizeLinear",), "the observation")
+    q_in = m.quant(q_node)
+    e_in = _pow2_exponent(q_in.scale, "the observation's QuantizeLinear")
+    dq = expect(step(q_node.output[0]), ("DequantizeLinear",), "after the observation's QuantizeLinear")
+    if not _same_quant(q_in, m.quant(dq)):
+        raise UserError("the observation's DequantizeLinear must use its QuantizeLinear's scale and zero point")
+    cur_q, cur, layers = q_in, dq.output[0], []
+    lo_in = np.broadcast_to(q_in.lo, (obs_dim,)).astype(np.int64)
+    hi_in = np.broadcast_to(q_in.hi, (obs_dim,)).astype(np.int64)
+    cur_lo, cur_hi = lo_in, hi_in
+
+    node = step(cur)
+    while node is not None and node.op_type in ("MatMul", "Gemm"):
+        k = len(layers)
+        where = f"layer {k} ({node.op_type} {node.name or 'unnamed'})"
+        seen.append(node.op_type)
+        if node.input[0] != cur:
+            raise UserError(f"{where}: the activations must be the first operand")
+        wname = node.input[1]
+        wnode = m.producer.get(wname)
+        if wnode is None or wnode.op_type != "DequantizeLinear":
+            raise UserError(f"{where}: the weights must be DequantizeLinear of an integer initializer "
+                            f"(a quantised model), found {'a float initializer' if wname in m.consts else 'a computed tensor'}")
+        _, w_int, w_scale, axis = m.dequantize_const(wnode)
+        if np.any(np.asarray(m.consts.get(wnode.input[2], 0) if len(wnode.input) > 2 and wnode.input[2] else 0) != 0):
+            raise UserError(f"{where}: weight zero points must be 0")
+        trans_b = node.op_type == "Gemm" and m.attr(node, "transB", 0)
+        if node.op_type == "Gemm" and (m.attr(node, "alpha", 1.0) != 1.0 or m.attr(node, "beta", 1.0) != 1.0
+                                       or m.attr(node, "transA", 0)):
+            raise UserError(f"{where}: Gemm with alpha/beta != 1 or transA is not supported")
+        w = w_int.T if trans_b else w_int  # (in, out)
+        out_axis = 0 if trans_b else 1
+        if w.ndim != 2 or w.shape[0] != len(cur_lo):
+            raise UserError(f"{where}: weights of shape {tuple(w_int.shape)} do not take {len(cur_lo)} inputs")
+        n_out = w.shape[1]
+        e_w = _pow2_exponent(w_scale, f"{where} weights")
+        if e_w.size > 1 and axis != out_axis:
+            raise UserError(f"{where}: per-channel weight scales must run along the outputs")
+        e_w = np.broadcast_to(e_w, (n_out,))
+        bias = np.zeros(n_out, np.float64)
+        if node.op_type == "Gemm" and len(node.input) > 2 and node.input[2]:
+            bias = m.const(node.input[2], f"{where} bias").astype(np.float32).astype(np.float64).reshape(-1)
+        nxt = step(node.output[0])
+        if nxt is not None and nxt.op_type == "Add":
+            seen.append("Add")
+            other = [i for i in nxt.input if i != node.output[0]]
+            bias = bias + m.const(other[0], f"{where} bias (Add)").astype(np.float32).astype(np.float64).reshape(-1)
+            nxt = step(nxt.output[0])
+        relu = nxt is not None and nxt.op_type == "Relu"
+        if relu:
+            seen.append("Relu")
+            nxt = step(nxt.output[0])
+        qn = expect(nxt, ("QuantizeLinear",), f"{where}'s output (every layer must be requantised)")
+        q_out = m.quant(qn)
+        e_out = np.broadcast_to(_pow2_exponent(q_out.scale, f"{where} output QuantizeLinear"), (n_out,))
+        dqn = expect(step(qn.output[0]), ("DequantizeLinear",), f"after {where}'s QuantizeLinear")
+        if not _same_quant(q_out, m.quant(dqn)):
+            raise UserError(f"{where}: DequantizeLinear must use its QuantizeLinear's scale and zero point")
+        e_prev = np.broadcast_to(_pow2_exponent(cur_q.scale, "input scale"), (len(cur_lo),))
+        if len(set(e_prev.tolist())) != 1:
+            raise UserError(f"{where}: per-channel scales on a layer's input are not supported")
+        # acc / s_out = 2**(e_prev + e_w - e_out) * (W x' + beta), beta = bias / (s_prev s_w): one shift for
+        # the layer (the smallest exponent), rows with larger exponents scaled up by the difference
+        expo = e_prev[0] + e_w - e_out  # per output
+        beta = bias / np.ldexp(1.0, e_prev[0] + e_w)
+        if np.any(beta != np.round(beta)):
+            raise UserError(f"{where}: the bias is not a multiple of input scale x weight scale, so it cannot be "
+                            f"added exactly in integers")
+        low = int(expo.min())
+        rows = (w.T.astype(np.int64) << (expo - low)[:, None]).tolist()
+        b = (np.round(beta).astype(np.int64) << (expo - low)).tolist()
+        lo_out = q_out.lo.astype(np.int64)
+        hi_out = q_out.hi.astype(np.int64)
+        if lo_out.size > 1 or hi_out.size > 1:
+            raise UserError(f"{where}: per-channel output zero points are not supported")
+        lo_o, hi_o = int(lo_out[0]), int(hi_out[0])
+        if relu:
+            lo_o = max(lo_o, 0)
+        acc_span = np.abs(w).T @ np.maximum(np.abs(cur_lo), np.abs(cur_hi)) + np.abs(np.round(beta))
+        if np.any(acc_span >= ACC_LIMIT):
+            raise UserError(f"{where}: sums can reach {int(acc_span.max())} quanta, beyond float32's exact integers "
+                            f"(2**24), so the ONNX model itself rounds them")
+        layers.append(Linear(rows, b, -low, lo_o, hi_o, "half_even"))
+        cur_q, cur = q_out, dqn.output[0]
+        cur_lo, cur_hi = np.full(n_out, lo_o), np.full(n_out, hi_o)
+        node = step(cur)
+    if not layers:
+        raise UserError("unsupported model: no MatMul/Gemm layer after the observation's quantiser")
+
+    # the elementwise tail folds into the action tables
+    tail = []
+    while node is not None:
+        if node.op_type not in TAIL_OPS:
+            raise UserError(f"unsupported operator {node.op_type} ({node.name or 'unnamed'}) after the last layer; "
+                            f"the tail may hold {', '.join(TAIL_OPS)} with constant operands")
+        consts = {}
+        if node.op_type in ("Mul", "Add", "Sub", "Div"):
+            other = [i for i in node.input if i != cur]
+            if len(other) != 1:
+                raise UserError(f"{node.op_type} ({node.name or 'unnamed'}): expected one constant operand")
+            consts["c"] = m.const(other[0], node.op_type).astype(np.float32)
+            consts["first"] = node.input[0] == cur
+        if node.op_type == "Clip":
+            consts["lo"] = m.const(node.input[1], "Clip min").astype(np.float32) if len(node.input) > 1 and node.input[1] else None
+            consts["hi"] = m.const(node.input[2], "Clip max").astype(np.float32) if len(node.input) > 2 and node.input[2] else None
+        tail.append((node.op_type, consts))
+        seen.append(node.op_type)
+        cur = node.output[0]
+        node = step(cur)
+
+    def apply_tail(v: np.ndarray) -> np.ndarray:
+        v = v.astype(np.float32)
+        for op, c in tail:
+            if op == "Tanh":
+                v = np.tanh(v)
+            elif op == "Sigmoid":
+                v = (1 / (1 + np.exp(-v))).astype(np.float32)
+            elif op == "Relu":
+                v = np.maximum(v, np.float32(0))
+            elif op == "Clip":
+                v = np.clip(v, c["lo"] if c["lo"] is not None else -np.inf, c["hi"] if c["hi"] is not None else np.inf)
+            else:
+                a, b = (v, c["c"]) if c["first"] else (c["c"], v)
+                v = {"Mul": a * b, "Add": a + b, "Sub": a - b, "Div": a / b}[op]
+            v = v.astype(np.float32)
+        return v
+
+    # observation: fixed point fine enough for every threshold, comparators for every code step
+    e0 = int(e_in.max())
+    span = float(np.max(np.maximum(np.abs(lo_in - 1), np.abs(hi_in + 1)) * np.ldexp(1.0, e_in)))
+    frac = obs_width - 2 - math.floor(math.log2(span))
+    if frac < -e0 + 1:
+        raise UserError(f"--obs-width {obs_width} is too narrow for the observation quantiser (range +-{span:g} at "
+                        f"steps of {2.0 ** e0:g}); use --obs-width {obs_width + (-e0 + 1 - frac)} or more")
+    fmt = FixedFormat(obs_width, frac)
+    scale_in = np.broadcast_to(np.ldexp(1.0, e_in), (obs_dim,))
+    comparators, groups = [], []
+    grid = np.arange(fmt.min_int, fmt.max_int + 1, dtype=np.int64)
+    for d in range(obs_dim):
+        # centred code of each representable input, as onnxruntime computes it (exact: powers of two)
+        code = np.clip(np.rint(grid * 2.0 ** -frac / scale_in[d]), lo_in[d], hi_in[d]).astype(np.int64)
+        start = len(comparators)
+        for c in range(int(lo_in[d]) + 1, int(hi_in[d]) + 1):
+            first_at = int(np.searchsorted(code, c))  # the code never decreases along the grid
+            comparators.append(Comparator(d, int(grid[first_at]) if first_at < len(grid) else fmt.max_int + 1))
+        groups.append(list(range(start, len(comparators))))
+    # popcount = code - lo_in: the first layer's bias absorbs lo_in
+    first = layers[0]
+    offset = np.asarray(first.weights, np.int64) @ lo_in
+    layers[0] = Linear(first.weights, (np.asarray(first.bias) + offset).tolist(), first.shift, first.lo, first.hi,
+                       first.rounding)
+
+    last = layers[-1]
+    codes = np.arange(last.lo, last.hi + 1)
+    out_scale = np.broadcast_to(np.ldexp(1.0, _pow2_exponent(cur_q.scale, "output scale")), (last.outputs,))
+    values = np.stack([apply_tail(codes * out_scale[a]) for a in range(last.outputs)])
+    peak = float(np.max(np.abs(values))) or 1.0
+    a_frac = act_width - 1 - (math.floor(math.log2(peak)) + 1)
+    a_fmt = FixedFormat(act_width, a_frac)
+    tables = [a_fmt.quantize(v).tolist() for v in values]
+    meta = {"env": env, "policy": "onnx-qmlp", "source": str(path), "frontend": "onnx (QDQ)"}
+    graph = Graph([fmt] * obs_dim, comparators, [], groups, a_fmt, tables, meta, layers)
+    graph.validate()
+    info = {"operators": seen, "layers": [{"outputs": l.outputs, "inputs": len(l.weights[0]), "shift": l.shift,
+                                            "lo": l.lo, "hi": l.hi} for l in layers],
+            "observation_codes": [int(lo_in.min()), int(hi_in.max())], "tail": [op for op, _ in tail],
+            "obs_format": {"width": fmt.width, "frac": fmt.frac},
+            "action_format": {"width": a_fmt.width, "frac": a_fmt.frac}}
+    return graph, info
+
+
+def reference_session_options(ort):
+    """onnxruntime without graph rewrites: the ONNX operators as specified. Its default optimisations
+    fuse QDQ patterns into int8 kernels that on x86 may saturate 16-bit pair sums (u8 x s8 products;
+    onnxruntime's own advice is reduce_range), which is not the model's defined function."""
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return opts
+
+
+def check_against_onnxruntime(path: Path, graph: Graph, n: int = 20000, seed: int = 0) -> dict:
+    """Run the ONNX model (onnxruntime, :func:`reference_session_options`) and the IR on the same
+    fixed-point observations: the last layer's codes must be equal; actions may differ only by the
+    action format's rounding (half an LSB)."""
+    try:
+        import onnx
+        import onnxruntime as ort
+    except ImportError:
+        raise UserError("dwc import checks itself with onnxruntime: pip install 'dwc[onnx]'") from None
+    from . import reference as ref
+    m = _Model(Path(path))
+    model = m.model
+    last_q = [nd for nd in model.graph.node if nd.op_type == "QuantizeLinear"][-1]
+    zp = m.consts.get(last_q.input[2]) if len(last_q.input) > 2 and last_q.input[2] else None
+    kind = onnx.TensorProto.UINT8 if zp is None else onnx.helper.np_dtype_to_tensor_dtype(zp.dtype)
+    model.graph.output.append(onnx.helper.make_tensor_value_info(last_q.output[0], kind, None))
+    sess = ort.InferenceSession(model.SerializeToString(), reference_session_options(ort),
+                                providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    f = graph.obs_formats[0]
+    q = np.concatenate([rng.integers(f.min_int, f.max_int + 1, (n, graph.obs_dim)),
+                        np.round(rng.normal(0, 0.05, (n, graph.obs_dim)) * (f.max_int + 1)).clip(f.min_int, f.max_int),
+                        np.full((1, graph.obs_dim), f.min_int), np.full((1, graph.obs_dim), f.max_int)]).astype(np.int64)
+    x = (q * 2.0 ** -f.frac).astype(np.float32)
+    action, code = sess.run(None, {sess.get_inputs()[0].name: x})
+    zp = 0 if zp is None else zp.astype(np.int64)
+    want = ref.codes(graph, q) + graph.linear[-1].lo  # centred codes
+    code_mismatch = int(np.sum(np.any(code.astype(np.int64) - zp != want, axis=1)))
+    got = graph.action_format.to_float(ref.actions_int(graph, q))
+    lsb = 2.0 ** -graph.action_format.frac
+    err = float(np.max(np.abs(got - action)))
+    return {"vectors": int(len(q)), "code_mismatches": code_mismatch, "max_action_error": err,
+            "action_lsb": lsb, "actions_within_half_lsb": bool(err <= lsb / 2 + 1e-9)}
