@@ -277,6 +277,10 @@ def _add_build_options(p):
 
 
 def _add_pipeline_option(p):
+    p.add_argument("--table-bits", type=int, default=None, metavar="N",
+                   help="quantised MLPs: a neuron whose nonzero-weight inputs total at most N bits (fan-in x "
+                        "bits) is enumerated into lookup tables, LogicNets style; wider ones become "
+                        "constant-coefficient arithmetic (default 8; 0 = always arithmetic)")
     p.add_argument("--pipeline", type=_pipeline, default=0, metavar="K|max",
                    help="register stages inside the core: 0 = minimum latency (registered I/O around one "
                         "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
@@ -287,7 +291,7 @@ def _add_pipeline_option(p):
 def cmd_compile(args) -> int:
     from .compile import compile_run
     r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
-                    pipeline=args.pipeline)
+                    pipeline=args.pipeline, table_bits=args.table_bits)
     if args.json:
         print(json.dumps(r, indent=2))
     else:
@@ -306,7 +310,14 @@ def cmd_compile(args) -> int:
         h = r["hdl"]
         print(f"Verilog: {h['verilog']} (latency {h['latency_cycles']} cycles, ports in {h['ports']}, "
               f"{h['seconds']:.1f} s)")
+        _print_lowering(h)
     return 0
+
+
+def _print_lowering(hdl: dict) -> None:
+    for layer in hdl.get("linear_lowering") or []:
+        print(f"  linear layer {layer['layer']}: {layer['table']} of {layer['neurons']} neurons as lookup tables, "
+              f"{layer['arithmetic']} as arithmetic (input bits per neuron {layer['input_bits_per_neuron']})")
 
 
 def _add_import(sub):
@@ -330,7 +341,8 @@ def _add_import(sub):
 
 def cmd_import(args) -> int:
     from .compile import import_model
-    r = import_model(args.model, args.out, args.env, args.obs_width, args.act_width, args.pipeline)
+    r = import_model(args.model, args.out, args.env, args.obs_width, args.act_width, args.pipeline,
+                     table_bits=args.table_bits)
     if args.json:
         print(json.dumps(r, indent=2))
         return 0
@@ -346,6 +358,7 @@ def cmd_import(args) -> int:
     h = r["hdl"]
     print(f"wrote {r['graph']}; Verilog {h['verilog']} (latency {h['latency_cycles']} cycles); "
           f"report {Path(r['graph']).parent / 'import_report.json'}")
+    _print_lowering(h)
     return 0
 
 

@@ -36,15 +36,18 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
     return freeze(actor, obs_width, act_width, meta, obs_frac)
 
 
-def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "policy") -> dict:
+def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "policy",
+                 table_bits: int | None = None) -> dict:
     """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency).
     ``pipeline``: register stages, or "max" for every cut the graph has (highest Fmax); ``scope``:
-    see :class:`dwc.rtl.core.DWCCore` ("network" is for benchmarks against published cores)."""
-    from .rtl.core import DWCCore, max_pipeline, to_verilog
+    see :class:`dwc.rtl.core.DWCCore` ("network" is for benchmarks against published cores);
+    ``table_bits``: linear-layer neurons reading at most this many bits become lookup tables."""
+    from .rtl.core import TABLE_BITS, DWCCore, max_pipeline, to_verilog
     if pipeline == "max":
         pipeline = max_pipeline(graph)
     try:
-        core = DWCCore(graph, pipeline, cells="verilog", scope=scope)
+        core = DWCCore(graph, pipeline, cells="verilog", scope=scope,
+                       table_bits=TABLE_BITS if table_bits is None else table_bits)
     except ValueError as e:
         raise UserError(f"--pipeline: {e}") from None
     t0 = time.perf_counter()
@@ -53,11 +56,11 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
     write_json(out / "dwc_core.json", ports)
     return {"verilog": str(out / "dwc_core.v"), "ports": str(out / "dwc_core.json"),
             "latency_cycles": ports["latency_cycles"], "pipeline": ports["pipeline"],
-            "seconds": round(time.perf_counter() - t0, 3)}
+            "linear_lowering": ports.get("linear_lowering"), "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False,
-                obs_frac: list[int] | None = None, pipeline: int | str = 0) -> dict:
+                obs_frac: list[int] | None = None, pipeline: int | str = 0, table_bits: int | None = None) -> dict:
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)
@@ -75,7 +78,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
             export(graph, out / "policy.onnx")
         except ImportError:
             raise UserError("--onnx needs the onnx package: pip install 'dwc[onnx]'") from None
-    hdl = emit_verilog(graph, out, pipeline)
+    hdl = emit_verilog(graph, out, pipeline, table_bits=table_bits)
     report = {
         "graph": str(out / "graph.json"),
         "env": graph.meta["env"],
@@ -94,7 +97,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
 
 
 def import_model(model: Path, out: Path, env: str | None = None, obs_width: int = 16, act_width: int = 16,
-                 pipeline: int | str = 0, check_vectors: int = 20000) -> dict:
+                 pipeline: int | str = 0, check_vectors: int = 20000, table_bits: int | None = None) -> dict:
     """``dwc import``: a quantised ONNX MLP (QDQ) -> BUILD/graph.json and the Verilog, like ``compile``.
 
     The lowering checks itself: onnxruntime and the IR run the same fixed-point observations, the last
@@ -119,7 +122,7 @@ def import_model(model: Path, out: Path, env: str | None = None, obs_width: int 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     optimized.save(out / "graph.json")
-    hdl = emit_verilog(optimized, out, pipeline)
+    hdl = emit_verilog(optimized, out, pipeline, table_bits=table_bits)
     report = {"model": str(model), "graph": str(out / "graph.json"), "env": env, "read": info,
               "check_against_onnxruntime": check, "counts": optimized.counts(), "passes": passes, "hdl": hdl,
               "seconds": round(time.perf_counter() - t0, 3)}

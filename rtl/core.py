@@ -270,19 +270,95 @@ def extend(v: Value, signed_: bool, width: int) -> Value:
     return Cat(v, fill) if width > len(v) else v
 
 
+TABLE_BITS = 8  # default: neurons reading at most this many input bits become lookup tables
+
+
+def neuron_table(lin, j: int, shapes: list) -> list[int]:
+    """LogicNets-style enumeration of neuron ``j``: its output code for every value of the inputs it
+    reads (nonzero weights), addressed by their bits concatenated in input order."""
+    from dwc.ir.reference import round_shift
+    reads = [(i, w) for i, w in enumerate(lin.weights[j]) if w]
+    out = []
+    for addr in range(1 << sum(shapes[i].width for i, _ in reads)):
+        acc, lsb = lin.bias[j], 0
+        for i, w in reads:
+            width = shapes[i].width
+            x = (addr >> lsb) & ((1 << width) - 1)
+            if shapes[i].signed and x >> (width - 1):
+                x -= 1 << width
+            acc += w * x
+            lsb += width
+        out.append(int(min(max(int(round_shift(acc, lin.shift, lin.rounding)), lin.lo), lin.hi)))
+    return out
+
+
+def neuron_lowering(lin, in_shapes: list, table_bits: int) -> list[tuple[str, int]]:
+    """("table" | "arithmetic", input bits read) for each neuron of a linear layer."""
+    out = []
+    for row in lin.weights:
+        bits = sum(sh.width for sh, w in zip(in_shapes, row) if w)
+        out.append(("table" if bits <= table_bits else "arithmetic", bits))
+    return out
+
+
+def linear_input_shapes(g: Graph) -> list[list]:
+    """The input shapes of each linear layer: the popcounts, then the previous layer's codes."""
+    shapes, out = [unsigned(count_width(len(grp))) for grp in g.groups], []
+    for lin in g.linear:
+        out.append(shapes)
+        shapes = [code_shape(lin.lo, lin.hi)] * lin.outputs
+    return out
+
+
+def lowering_report(g: Graph, table_bits: int) -> list[dict]:
+    """Per linear layer: how many neurons became lookup tables and why (for dwc_core.json)."""
+    report = []
+    for k, (lin, shapes) in enumerate(zip(g.linear, linear_input_shapes(g))):
+        kinds = neuron_lowering(lin, shapes, table_bits)
+        tables = [b for kind, b in kinds if kind == "table"]
+        report.append({"layer": k, "neurons": len(kinds), "table": len(tables), "arithmetic": len(kinds) - len(tables),
+                       "input_bits_per_neuron": sorted({b for _, b in kinds}),
+                       "rule": f"lookup tables (LogicNets style) where a neuron reads <= {table_bits} input bits "
+                               f"(fan-in x bits: one table of 2^bits entries per output bit), else "
+                               f"constant-coefficient arithmetic"})
+    return report
+
+
 class LinearStage(wiring.Component):
-    """One IR linear layer (quantised MLP): constant-coefficient dot products, the rounding shift and
-    the clamp; the weights are constants, so synthesis builds shift-and-add trees (or DSP blocks).
+    """One IR linear layer (quantised MLP), lowered neuron by neuron in one of two ways:
 
-    With ``cells="verilog"`` each output is a balanced tree of leaf cells at one width per neuron,
-    sized from the inputs' ranges so nothing overflows, which keeps the Verilog lint-clean."""
+    - ``table`` (LogicNets style): a neuron reading at most ``table_bits`` input bits (fan-in x bits)
+      is enumerated into one lookup table per output bit: few LUTs, one LUT level when <= 6 bits;
+    - ``arithmetic``: constant-coefficient dot product, rounding shift and clamp; with
+      ``cells="verilog"`` a balanced tree of leaf cells at one width per neuron, sized from the
+      inputs' ranges so nothing overflows (lint-clean); synthesis builds shift-and-add trees.
+    ``lowering`` lists the choice per neuron."""
 
-    def __init__(self, lin, in_shapes: list, cells: str = "native"):
+    def __init__(self, lin, in_shapes: list, cells: str = "native", table_bits: int = TABLE_BITS):
         _check_cells(cells)
         self.lin, self.in_shapes, self.cells = lin, in_shapes, cells
         self.out_shape = code_shape(lin.lo, lin.hi)
+        self.lowering = neuron_lowering(lin, in_shapes, table_bits)
         super().__init__({"inp": In(sum(sh.width for sh in in_shapes)),
                           "out": Out(lin.outputs * self.out_shape.width)})
+
+    def _neuron_table(self, m: Module, j: int, xs: list) -> Value:
+        row = self.lin.weights[j]
+        entries = neuron_table(self.lin, j, self.in_shapes)
+        y = Signal(self.out_shape, name=f"y{j}")
+        if len(entries) == 1:  # reads nothing: a constant
+            m.d.comb += y.eq(entries[0])
+            return y
+        addr = Cat(*(x for x, w in zip(xs, row) if w))
+        if self.cells == "native":
+            m.d.comb += y.eq(Array(Const(v, self.out_shape) for v in entries)[addr])
+            return y
+        mask = (1 << self.out_shape.width) - 1
+        for b in range(self.out_shape.width):
+            init = sum((((v & mask) >> b) & 1) << a for a, v in enumerate(entries))
+            m.submodules[f"n{j}_lut{b}"] = Instance("dwc_lut", p_N=len(addr), p_INIT=Const(init, len(entries)),
+                                                    i_a=addr, o_o=y[b])
+        return y
 
     def _neuron_cells(self, m: Module, j: int, xs: list, row, bias: int) -> Value:
         lin = self.lin
@@ -322,37 +398,43 @@ class LinearStage(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        xs, lsb = [], 0
+        raw, xs, lsb = [], [], 0  # each input's bits, and (for the Amaranth arithmetic) its signed view
         for sh in self.in_shapes:
-            x = self.inp[lsb:lsb + sh.width]
-            xs.append(x if self.cells == "verilog" else x.as_signed() if sh.signed else x)
+            raw.append(self.inp[lsb:lsb + sh.width])
+            xs.append(raw[-1].as_signed() if sh.signed else raw[-1])
             lsb += sh.width
         w_out = self.out_shape.width
-        if self.cells == "verilog":
-            for j, (row, b) in enumerate(zip(self.lin.weights, self.lin.bias)):
-                m.d.comb += self.out[j * w_out:(j + 1) * w_out].eq(self._neuron_cells(m, j, xs, row, b))
-            return m
         for j, (row, b) in enumerate(zip(self.lin.weights, self.lin.bias)):
-            acc = Const(b, signed(max(2, abs(b).bit_length() + 1)))
-            for x, w in zip(xs, row):
-                if w:
-                    acc = acc + x * Const(w, signed(abs(w).bit_length() + 1))
-            sh = self.lin.shift
-            if sh <= 0:
-                r = acc << -sh
-            elif self.lin.rounding == "half_even":  # ties to even: the floor's lowest bit breaks them
-                r = (acc + ((1 << (sh - 1)) - 1) + acc[min(sh, len(acc) - 1)]) >> sh  # beyond: the sign
+            if self.lowering[j][0] == "table":
+                y = self._neuron_table(m, j, raw)
+            elif self.cells == "verilog":
+                y = self._neuron_cells(m, j, raw, row, b)
             else:
-                r = (acc + (1 << (sh - 1))) >> sh  # >> on a signed value floors
-            y = Signal(self.out_shape, name=f"y{j}")
-            with m.If(r < self.lin.lo):
-                m.d.comb += y.eq(self.lin.lo)
-            with m.Elif(r > self.lin.hi):
-                m.d.comb += y.eq(self.lin.hi)
-            with m.Else():
-                m.d.comb += y.eq(r)
+                y = self._neuron_native(m, j, xs, row, b)
             m.d.comb += self.out[j * w_out:(j + 1) * w_out].eq(y)
         return m
+
+    def _neuron_native(self, m: Module, j: int, xs: list, row, b: int) -> Value:
+        """Amaranth arithmetic (simulation): the same function as the leaf-cell tree."""
+        acc = Const(b, signed(max(2, abs(b).bit_length() + 1)))
+        for x, w in zip(xs, row):
+            if w:
+                acc = acc + x * Const(w, signed(abs(w).bit_length() + 1))
+        sh = self.lin.shift
+        if sh <= 0:
+            r = acc << -sh
+        elif self.lin.rounding == "half_even":  # ties to even: the floor's lowest bit breaks them
+            r = (acc + ((1 << (sh - 1)) - 1) + acc[min(sh, len(acc) - 1)]) >> sh  # beyond: the sign
+        else:
+            r = (acc + (1 << (sh - 1))) >> sh  # >> on a signed value floors
+        y = Signal(self.out_shape, name=f"y{j}")
+        with m.If(r < self.lin.lo):
+            m.d.comb += y.eq(self.lin.lo)
+        with m.Elif(r > self.lin.hi):
+            m.d.comb += y.eq(self.lin.hi)
+        with m.Else():
+            m.d.comb += y.eq(r)
+        return y
 
 
 class DWCCore(wiring.Component):
@@ -362,8 +444,10 @@ class DWCCore(wiring.Component):
     out), the scope of the published Artix-7 cores, so benchmarks can compare like with like; the
     input register then stands in for the cut after the comparators."""
 
-    def __init__(self, graph: Graph, pipeline: int = 0, cells: str = "native", scope: str = "policy"):
+    def __init__(self, graph: Graph, pipeline: int = 0, cells: str = "native", scope: str = "policy",
+                 table_bits: int = TABLE_BITS):
         _check_cells(cells)
+        self.table_bits = table_bits
         if scope not in ("policy", "network"):
             raise ValueError("scope must be 'policy' (observation in, action out) or 'network' (bits in, popcounts out)")
         self.scope = scope
@@ -437,7 +521,7 @@ class DWCCore(wiring.Component):
             return m
         shapes = [unsigned(count_width(len(grp))) for grp in g.groups]
         for k, lin in enumerate(g.linear):
-            m.submodules[f"linear{k}"] = dense = LinearStage(lin, shapes, cells)
+            m.submodules[f"linear{k}"] = dense = LinearStage(lin, shapes, cells, self.table_bits)
             m.d.comb += dense.inp.eq(counts)
             counts, shapes = cut(dense.out, f"linear{k}_r"), [dense.out_shape] * lin.outputs
         lo = g.linear[-1].lo if g.linear else 0
@@ -465,6 +549,8 @@ class DWCCore(wiring.Component):
 
     def port_description(self) -> dict:
         desc = port_description(self.graph, self.pipeline)
+        if self.graph.linear:
+            desc["linear_lowering"] = lowering_report(self.graph, self.table_bits)
         if self.scope == "network":
             offsets = [0]
             for grp in self.graph.groups:

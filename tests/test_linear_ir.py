@@ -107,25 +107,28 @@ def test_malformed_linear_layers_name_the_field(edit, field):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("pipeline", [0, 3, "max"])
-def test_core_with_linear_layers_matches_reference(seed, pipeline):
-    """The Amaranth core (LinearStage: constant-coefficient sums, rounding shift, clamp) computes the
-    reference's actions at the declared latency."""
+@pytest.mark.parametrize("table_bits", [0, 10])
+def test_core_with_linear_layers_matches_reference(seed, pipeline, table_bits):
+    """The Amaranth core (LinearStage: constant-coefficient sums, rounding shift, clamp; or, for
+    neurons reading <= table_bits bits, enumerated lookup tables) computes the reference's actions at
+    the declared latency."""
     from dwc.rtl.core import DWCCore, max_pipeline
     from dwc.sim.pysim import run_vectors
     g = random_linear_graph(seed, with_luts=seed % 2 == 1)
     pipeline = max_pipeline(g) if pipeline == "max" else min(pipeline, max_pipeline(g))
-    core = DWCCore(g, pipeline)
+    core = DWCCore(g, pipeline, table_bits=table_bits)
     q = inputs_for(g, 60, seed)
     actions, latency = run_vectors(core, q)
     assert np.array_equal(actions, ref.actions_int(g, q))
     assert set(latency) == {core.latency}
 
 
-@pytest.mark.parametrize("rounding", ["half_up", "half_even"])
-def test_linear_verilog_in_verilator_matches_reference(tmp_path, rounding):
-    """The emitted leaf-cell datapath (signed adders, constant multipliers, requantisers) built by
-    Verilator with its warnings fatal: the reference's actions for both roundings, on vectors full
-    of exact ties (the other rounding would give other actions on them)."""
+@pytest.mark.parametrize("rounding,table_bits", [("half_up", 0), ("half_even", 0), ("half_even", 12)])
+def test_linear_verilog_in_verilator_matches_reference(tmp_path, rounding, table_bits):
+    """The emitted leaf-cell datapath (signed adders, constant multipliers, requantisers; with
+    table_bits 12 the first layer's neurons as lookup tables) built by Verilator with its warnings
+    fatal: the reference's actions for both roundings, on vectors full of exact ties (the other
+    rounding would give other actions on them)."""
     from dataclasses import replace
 
     from dwc.compile import emit_verilog
@@ -142,7 +145,9 @@ def test_linear_verilog_in_verilator_matches_reference(tmp_path, rounding):
     other = "half_up" if rounding == "half_even" else "half_even"
     assert not np.array_equal(ref.actions_int(replace(g, linear=[replace(l, rounding=other) for l in wide]), q),
                               ref.actions_int(g, q))  # the vectors tell the roundings apart
-    hdl = emit_verilog(g, tmp_path, 1)
+    hdl = emit_verilog(g, tmp_path, 1, table_bits=table_bits)
+    tables = [layer["table"] for layer in hdl["linear_lowering"]]
+    assert tables == ([5, 0] if table_bits else [0, 0])  # 3 inputs x 4 bits = 12; 5 x 7 = 35
     ports = json.loads((tmp_path / "dwc_core.json").read_text())
     r = simulate_vectors(Path(hdl["verilog"]), ports, q, tmp_path / "sim_build")
     assert np.array_equal(r["actions"], ref.actions_int(g, q))
