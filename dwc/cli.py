@@ -83,6 +83,9 @@ def _add_train(sub):
     m.add_argument("--weight-bits", type=int, help="qmlp: signed weight bits, 2..8 (default 4)")
     m.add_argument("--act-bits", type=int, help="qmlp: unsigned activation bits, 1..8 (default 4)")
     m.add_argument("--out-bits", type=int, help="qmlp: signed output-code bits before tanh, 2..10 (default 8)")
+    m.add_argument("--fan-in", type=int, help="qmlp: inputs per neuron, a fixed random sparse wiring as in "
+                                              "LogicNets (small fan-in x bits lets dwc compile turn neurons into "
+                                              "lookup tables); 0 = dense (default 0)")
     s = p.add_argument_group("SAC (defaults: the published protocol)")
     s.add_argument("--learning-starts", type=int, help="random-action steps before updates (default 5000)")
     s.add_argument("--batch-size", type=int, help="minibatch (default 256)")
@@ -116,7 +119,7 @@ TRAIN_FIELDS = {"env": "env", "algo": "algo", "steps": "steps", "seed": "seed", 
                 "eval_episodes": "eval_episodes"}
 ACTOR_FIELDS = {"policy": "policy", "layers": "layers", "width": "width", "lut_inputs": "lut_inputs",
                 "thermo_bits": "thermo_bits", "wiring": "wiring", "hidden": "hidden", "weight_bits": "weight_bits",
-                "act_bits": "act_bits", "out_bits": "out_bits"}
+                "act_bits": "act_bits", "out_bits": "out_bits", "fan_in": "fan_in"}
 SAC_FIELDS = {"learning_starts": "learning_starts", "batch_size": "batch_size", "buffer_size": "buffer_size",
               "actor_lr": "actor_lr"}
 PPO_FIELDS = {"rollout_steps": "rollout_steps"}
@@ -168,6 +171,7 @@ def _validate(cfg) -> None:
         (2 <= a.weight_bits <= 8, f"--weight-bits must be in 2..8, got {a.weight_bits}"),
         (1 <= a.act_bits <= 8, f"--act-bits must be in 1..8, got {a.act_bits}"),
         (2 <= a.out_bits <= 10, f"--out-bits must be in 2..10, got {a.out_bits}"),
+        (a.fan_in >= 0, f"--fan-in must be >= 0 (0 = dense), got {a.fan_in}"),
         (a.hidden >= 1, f"--hidden must be >= 1, got {a.hidden}"),
         (a.width >= 1, f"--width must be >= 1, got {a.width}"),
         (a.thermo_bits >= 3 and a.thermo_bits % 2 == 1, f"--thermo-bits must be odd and >= 3, got {a.thermo_bits}"),

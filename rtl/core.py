@@ -254,9 +254,14 @@ class ActionTable(wiring.Component):
         return m
 
 
+def signed_width(lo: int, hi: int) -> int:
+    """Bits of a signed value holding every integer in lo..hi."""
+    return max(lo.bit_length(), hi.bit_length()) + 1
+
+
 def code_shape(lo: int, hi: int):
-    """The signed shape holding every integer in lo..hi."""
-    return signed(max(lo.bit_length(), hi.bit_length()) + 1)
+    """The shape of codes in lo..hi: unsigned when none is negative (a ReLU layer's), else signed."""
+    return unsigned(max(1, hi.bit_length())) if lo >= 0 else signed(signed_width(lo, hi))
 
 
 def shape_range(sh) -> tuple[int, int]:
@@ -370,7 +375,7 @@ class LinearStage(wiring.Component):
         lows = [min(w * r for r in shape_range(sh)) for _, sh, w in terms]
         highs = [max(w * r for r in shape_range(sh)) for _, sh, w in terms]
         lo, hi = sum(lows), sum(highs)  # every term's range holds 0, so partial sums stay inside
-        width = code_shape(min(lo, bias + lo, lin.lo, 0), max(hi, bias + hi + half + even, lin.hi, 0)).width
+        width = signed_width(min(lo, bias + lo, lin.lo, 0), max(hi, bias + hi + half + even, lin.hi, 0))
         level = [Const(bias, signed(width))]
         for i, (x, sh, w) in enumerate(terms):
             xw = extend(x, sh.signed, width)
@@ -534,11 +539,11 @@ class DWCCore(wiring.Component):
             if not g.linear:
                 m.d.comb += index.eq(code)
             elif cells == "native":
-                m.d.comb += index.eq(code.as_signed() - lo)
+                m.d.comb += index.eq((code.as_signed() if shapes[a].signed else code) - lo)
             else:  # code - lo in 0..table size, through a leaf cell of one width (lint-clean)
-                w = code_shape(min(lo, -lo, 0), max(g.linear[-1].hi - lo, -lo, 0)).width
+                w = signed_width(min(lo, -lo, 0), max(g.linear[-1].hi - lo, -lo, 0))
                 d = Signal(signed(w), name=f"index{a}_d")
-                m.submodules[f"index{a}_sub"] = Instance("dwc_sadd", p_W=w, i_a=extend(code, True, w),
+                m.submodules[f"index{a}_sub"] = Instance("dwc_sadd", p_W=w, i_a=extend(code, shapes[a].signed, w),
                                                           i_b=Const(-lo, signed(w)), o_y=d)
                 m.d.comb += index.eq(d[:len(index)])
             m.submodules[f"table{a}"] = table = ActionTable(g.action_tables[a], len(index), g.action_format.width)

@@ -25,7 +25,8 @@ def trained_looking_qmlp(seed: int, **bits):
 
 
 @pytest.mark.parametrize("seed,bits", [(0, {}), (1, {"weight_bits": 2, "act_bits": 1, "out_bits": 4}),
-                                       (2, {"weight_bits": 8, "act_bits": 8, "out_bits": 10})])
+                                       (2, {"weight_bits": 8, "act_bits": 8, "out_bits": 10}),
+                                       (3, {"weight_bits": 4, "act_bits": 2, "out_bits": 8, "fan_in": 3})])
 def test_frozen_qmlp_is_bit_exact(seed, bits):
     actor = trained_looking_qmlp(seed, **bits)
     graph = freeze_qmlp(actor)
@@ -41,6 +42,25 @@ def test_frozen_qmlp_is_bit_exact(seed, bits):
     assert np.array_equal(ref.actions_int(graph, q), want)
     assert len(np.unique(want[:, 0])) > 5  # not a constant policy
     assert np.array_equal(ref.actions_int(optimize(graph)[0], q), want)
+
+
+def test_sparse_qmlp_lowers_to_lookup_tables():
+    """--fan-in K (LogicNets-style sparsity): K nonzero weights per neuron; with 2-bit activations the
+    hidden and output neurons read 3 x 2 = 6 bits and become lookup tables, first-layer neurons reading
+    3 x 4-bit input codes stay arithmetic; the Amaranth core equals the reference either way."""
+    from dwc.rtl.core import DWCCore, lowering_report
+    from dwc.sim.pysim import run_vectors
+    actor = trained_looking_qmlp(4, weight_bits=3, act_bits=2, out_bits=6, fan_in=3)
+    graph = freeze_qmlp(actor)
+    for layer in actor.net.hidden:
+        assert torch.all((layer.int_weights()[0] != 0).sum(1) <= 3)
+    report = lowering_report(graph, 8)
+    assert report[0]["arithmetic"] > 0 and max(report[0]["input_bits_per_neuron"]) == 12  # some weights round to 0
+    assert [(r["table"], r["arithmetic"]) for r in report[1:]] == [(24, 0), (3, 0)]
+    rng = np.random.default_rng(4)
+    q = rng.integers([f.min_int for f in graph.obs_formats], [f.max_int + 1 for f in graph.obs_formats], (300, 5))
+    actions, _ = run_vectors(DWCCore(graph, 2), q)
+    assert np.array_equal(actions, ref.actions_int(graph, q))
 
 
 def test_weights_are_integers_in_range():

@@ -37,6 +37,7 @@ class ActorConfig:
     weight_bits: int = 4
     act_bits: int = 4
     out_bits: int = 8
+    fan_in: int = 0  # qmlp: inputs per neuron (LogicNets-style sparsity); 0 = dense
     logstd_hidden: int = 64  # the DWC's training-only log-std network
 
     def to_dict(self) -> dict:

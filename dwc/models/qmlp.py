@@ -39,12 +39,23 @@ def pot_exponent(max_abs: float, qmax: int) -> int:
 class QLinear(nn.Module):
     """Fake-quantised linear layer on integer input codes of scale ``2**in_exp``; outputs integer codes."""
 
-    def __init__(self, n_in: int, n_out: int, weight_bits: int, out_bits: int, signed_out: bool, momentum: float = 0.01):
+    def __init__(self, n_in: int, n_out: int, weight_bits: int, out_bits: int, signed_out: bool, momentum: float = 0.01,
+                 fan_in: int = 0):
         super().__init__()
         self.linear = nn.Linear(n_in, n_out)
         self.weight_bits, self.out_bits, self.signed_out, self.momentum = weight_bits, out_bits, signed_out, momentum
+        if fan_in and fan_in < n_in:
+            # LogicNets-style sparsity: each output reads fan_in random inputs (fixed at construction), so
+            # fan_in x input bits stays small enough to enumerate the neuron into lookup tables
+            keep = torch.stack([torch.randperm(n_in)[:fan_in] for _ in range(n_out)])
+            self.register_buffer("mask", torch.zeros(n_out, n_in).scatter_(1, keep, 1.0))
+        else:
+            self.mask = None  # dense (no buffer: checkpoints of dense models stay as they were)
         self.register_buffer("out_max", torch.tensor(1.0))  # running max |pre-activation| (real units)
         self.register_buffer("seen", torch.tensor(False))  # the first training batch sets out_max outright
+
+    def _masked(self, w: torch.Tensor) -> torch.Tensor:
+        return w if self.mask is None else w * self.mask
 
     @property
     def w_qmax(self) -> int:
@@ -57,14 +68,14 @@ class QLinear(nn.Module):
         return 0, (1 << self.out_bits) - 1
 
     def weight_exp(self) -> int:
-        return pot_exponent(float(self.linear.weight.detach().abs().max()), self.w_qmax)
+        return pot_exponent(float(self._masked(self.linear.weight.detach()).abs().max()), self.w_qmax)
 
     def out_exp(self) -> int:
         return pot_exponent(float(self.out_max), self.out_range[1])
 
     def int_weights(self) -> tuple[torch.Tensor, int]:
         e = self.weight_exp()
-        w = torch.clamp(round_half_up(self.linear.weight / 2.0 ** e), -self.w_qmax, self.w_qmax)
+        w = self._masked(torch.clamp(round_half_up(self.linear.weight / 2.0 ** e), -self.w_qmax, self.w_qmax))
         return w, e
 
     def int_bias(self, acc_exp: int) -> torch.Tensor:
@@ -104,9 +115,9 @@ class QMLPNet(nn.Module):
         from .encoding import Thermometer
         self.encoder = Thermometer(obs_dim, cfg.thermo_bits)
         sizes = [obs_dim] + [cfg.hidden] * cfg.layers
-        self.hidden = nn.ModuleList(QLinear(sizes[i], sizes[i + 1], cfg.weight_bits, cfg.act_bits, False)
-                                    for i in range(cfg.layers))
-        self.out = QLinear(sizes[-1], action_dim, cfg.weight_bits, cfg.out_bits, True)
+        self.hidden = nn.ModuleList(QLinear(sizes[i], sizes[i + 1], cfg.weight_bits, cfg.act_bits, False,
+                                            fan_in=cfg.fan_in) for i in range(cfg.layers))
+        self.out = QLinear(sizes[-1], action_dim, cfg.weight_bits, cfg.out_bits, True, fan_in=cfg.fan_in)
 
     def codes(self, xn: torch.Tensor) -> torch.Tensor:
         """Normalised obs -> the integer input codes (popcount of each dim's thermometer - B // 2)."""
