@@ -10,7 +10,8 @@ Each design is compiled, then `dwc synth` runs the real tools (yosys, nextpnr, e
 
 designs: small (untrained 2 x 32 LUT4, B = 7, InvertedPendulum dims), ip (the shipped
 InvertedPendulum DWC, 2 x 256 LUT6), hopper (the shipped Hopper DWC), published (untrained
-2 x 1024 LUT6, B = 63, Hopper dims).
+2 x 1024 LUT6, B = 63, Hopper dims), or the path of any trained run or policy folder (e.g. a
+published-size DWC you trained: what the passes prune from a trained circuit shows there).
 """
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ def make_design(name: str, out: Path, pipeline: str, scope: str = "policy") -> P
     elif name == "published":
         g = untrained_graph(11, 3, env="Hopper-v5")
     else:
-        policy = {"ip": "inverted-pendulum-v5-dwc", "hopper": "hopper-v5-dwc"}[name]
-        g, _ = optimize(freeze_run(ROOT / "policies" / policy))
+        shipped = {"ip": "inverted-pendulum-v5-dwc", "hopper": "hopper-v5-dwc"}
+        g, _ = optimize(freeze_run(ROOT / "policies" / shipped[name] if name in shipped else Path(name)))
     out.mkdir(parents=True, exist_ok=True)
     g.save(out / "graph.json")
     emit_verilog(g, out, pipeline if pipeline == "max" else int(pipeline), scope)
@@ -48,7 +49,8 @@ def main() -> None:
     from dwc.fpga.synth import TARGETS, DoesNotFit, synth
     from dwc.ir import Graph
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--designs", nargs="+", default=["small"], choices=["small", "ip", "hopper", "published"])
+    ap.add_argument("--designs", nargs="+", default=["small"],
+                    help="small, ip, hopper, published, or run/policy folders (default small)")
     ap.add_argument("--targets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
     ap.add_argument("--pipeline", nargs="+", default=["1", "max"],
                     help="register stages, one design per value: a number, or max (every cut, adder trees "
@@ -59,11 +61,13 @@ def main() -> None:
     ap.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr (MHz)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args()
+    if bad := [d for d in args.designs if d not in ("small", "ip", "hopper", "published") and not Path(d).is_dir()]:
+        ap.error(f"unknown designs {bad}: use small, ip, hopper, published or a run/policy folder")
     work = Path(tempfile.mkdtemp(prefix="dwc-bench-hw-"))
     rows = []
     for d in args.designs:
         for pipe in args.pipeline:
-            build = make_design(d, work / f"{d}-p{pipe}", pipe, args.scope)
+            build = make_design(d, work / f"{Path(d).name}-p{pipe}", pipe, args.scope)
             n_luts = sum(len(layer) for layer in json.loads((build / "graph.json").read_text())["layers"])
             activity = build_activity(Graph.load(build / "graph.json"), 1000)
             for t in args.targets:
