@@ -366,6 +366,89 @@ def cmd_import(args) -> int:
     return 0
 
 
+BUILD_HELP = """\
+examples:
+  dwc build --env InvertedPendulum-v5 --steps 15000 --width 256 --thermo-bits 31 --out builds/ip
+  dwc build --from policies/hopper-v5-dwc --target xc7 --out builds/hopper     # skip training
+  dwc build --from runs/ip --target none --out builds/ip-rtl                     # stop after verify
+
+Stages: train -> compile -> verify -> synth. Re-running the same command skips every stage whose
+inputs did not change (OUT/build.json records them); an interrupted build continues where it
+stopped (training resumes from its checkpoint). OUT/summary.json holds the final table.
+"""
+
+
+def _add_build(sub):
+    p = sub.add_parser("build", help="task to verified bitstream in one command (train, compile, verify, synth)",
+                       description="Train (or take --from RUN), freeze and compile, verify the Verilog in closed "
+                                   "loop on the evaluation episodes, synthesise for --target, and print one summary: "
+                                   "float, frozen and RTL returns, LUTs, Fmax, latency, energy estimate, bitstream.",
+                       epilog=BUILD_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="build folder (run/, circuit/, build.json, summary.json)")
+    p.add_argument("--from", dest="from_run", type=Path, help="a trained run or policy folder: skip training")
+    p.add_argument("--env", help="Gymnasium env id (default InvertedPendulum-v5 when training)")
+    p.add_argument("--policy", choices=["dwc", "gates", "qmlp"], help="actor type when training (default dwc)")
+    p.add_argument("--steps", type=int, help="training env steps (default 100000)")
+    p.add_argument("--seed", type=int, help="training seed (default 1)")
+    for opt, help_ in (("--width", "LUTs per layer (default 1024)"), ("--layers", "layers (default 2)"),
+                       ("--lut-inputs", "inputs per LUT (default 6)"), ("--thermo-bits", "thresholds per obs dim (default 63)"),
+                       ("--hidden", "qmlp hidden width (default 256)"), ("--learning-starts", "SAC random steps (default 5000)")):
+        p.add_argument(opt, type=int, help=help_)
+    p.add_argument("--device", help="training device: auto | cpu | cuda (default auto)")
+    p.add_argument("--target", default="ecp5-25k", help="FPGA target, or none to stop after verify (default ecp5-25k)")
+    p.add_argument("--pipeline", type=_pipeline, default="max", metavar="K|max",
+                   help="register stages in the core (default max: highest Fmax)")
+    p.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr in MHz (default 200)")
+    p.add_argument("--episodes", type=int, default=3, help="evaluation episodes: float, frozen and RTL (default 3)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def cmd_build(args) -> int:
+    from .build import build, summary_table
+    if args.episodes < 1:
+        raise UserError(f"--episodes must be >= 1, got {args.episodes}")
+    train_cfg = None
+    if args.from_run is None:
+        args.resume = False
+        args.env = args.env or "InvertedPendulum-v5"
+        train_cfg = _train_config(args)
+    s = build(args.out, args.env, args.from_run, train_cfg, args.target, args.pipeline, args.episodes, args.freq,
+              progress=not args.no_progress, log=_log_for(args))
+    print(json.dumps(s, indent=2) if args.json else "\n" + summary_table(s))
+    return 0 if s["rtl_equals_frozen"] else 1
+
+
+def _log_for(args):
+    """Progress lines: stdout, or stderr when stdout carries --json."""
+    return (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+
+
+def _add_demo(sub):
+    p = sub.add_parser("demo", help="the embedded default: a shipped policy through compile, verify and an ECP5 bitstream",
+                       description="dwc build --from policies/inverted-pendulum-v5-gates --target ecp5-25k: the "
+                                   "shipped logic-gate policy (InvertedPendulum-v5, return 1000) compiled, verified "
+                                   "in Verilator on 3 closed-loop episodes and built into an ECP5 bitstream, with "
+                                   "the summary table. A few minutes on 2 CPU cores; a second run is instant.")
+    p.add_argument("--out", type=Path, default=Path("builds/demo"), help="build folder (default builds/demo)")
+    p.add_argument("--policy", default="inverted-pendulum-v5-gates",
+                   help="a folder under policies/ (default inverted-pendulum-v5-gates; see dwc policies)")
+    p.add_argument("--target", default="ecp5-25k", help="FPGA target or none (default ecp5-25k)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def cmd_demo(args) -> int:
+    from .build import build, summary_table
+    policy = POLICIES_DIR / args.policy
+    if not (policy / "config.json").exists():
+        raise UserError(f"--policy {args.policy}: not in {POLICIES_DIR} (dwc policies lists them)")
+    s = build(args.out, None, policy, None, args.target, "max", 3, 200.0, progress=not args.no_progress,
+              log=_log_for(args))
+    print(json.dumps(s, indent=2) if args.json else "\n" + summary_table(s))
+    return 0 if s["rtl_equals_frozen"] else 1
+
+
 VERIFY_HELP = """\
 examples:
   dwc verify build/ip                                  # 3 episodes on the graph's env, Verilator
@@ -613,6 +696,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_eval(sub)
     _add_export(sub)
+    _add_build(sub)
+    _add_demo(sub)
     _add_compile(sub)
     _add_import(sub)
     _add_verify(sub)
@@ -631,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export,
+        return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export, "build": cmd_build, "demo": cmd_demo,
                 "compile": cmd_compile, "import": cmd_import, "verify": cmd_verify, "synth": cmd_synth,
                 "hil": cmd_hil, "policies": cmd_policies}[args.command](args)
     except UserError as e:

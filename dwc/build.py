@@ -1,0 +1,165 @@
+"""``dwc build``: one command from a task to a verified bitstream, stage by stage.
+
+    train    OUT/run                    dwc train (or --from RUN); a killed run resumes
+    compile  OUT/circuit                freeze, passes, Verilog; the frozen circuit's episodes
+    verify   OUT/circuit                the Verilog in Verilator, closed loop on the same seeds
+    synth    OUT/circuit/synth/TARGET   yosys, nextpnr, bitstream, resources, energy estimate
+
+``OUT/build.json`` records, per stage, a digest of what it read (its options and the files it
+consumes) and what it found; a re-run skips every stage whose digest is unchanged and whose outputs
+exist, so an interrupted build continues where it stopped. ``OUT/summary.json`` holds the table.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from .errors import UserError
+from .rl.run import write_json
+
+STAGES = ("train", "compile", "verify", "synth")
+
+
+def digest(options: dict, files: list[Path] = ()) -> str:
+    """What a stage read: its options and the bytes of its input files."""
+    h = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode())
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
+class Manifest:
+    """OUT/build.json: per stage, the digest it ran with and its results."""
+
+    def __init__(self, out: Path):
+        self.path = out / "build.json"
+        self.stages = json.loads(self.path.read_text())["stages"] if self.path.exists() else {}
+
+    def fresh(self, stage: str, key: str, outputs: list[Path]) -> dict | None:
+        """The recorded result if ``stage`` already ran with ``key`` and its outputs are still there."""
+        rec = self.stages.get(stage)
+        if rec and rec["digest"] == key and all(Path(p).exists() for p in outputs):
+            return rec["result"]
+        return None
+
+    def record(self, stage: str, key: str, result: dict, seconds: float) -> dict:
+        self.stages[stage] = {"digest": key, "result": result, "seconds": round(seconds, 1)}
+        for later in STAGES[STAGES.index(stage) + 1:]:
+            self.stages.pop(later, None)  # what came after was built from older inputs
+        write_json(self.path, {"stages": self.stages})
+        return result
+
+
+def build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = "ecp5-25k",
+          pipeline: int | str = "max", episodes: int = 3, freq: float = 200.0, progress: bool = True,
+          log=print) -> dict:
+    """Run the stages that are not up to date; returns the summary (also OUT/summary.json)."""
+    from .compile import compile_run
+    from .fpga.synth import TARGETS, synth
+    from .rl.train import EVAL_SEED_OFFSET, evaluate_run, load_config, train
+    from .verify import verify
+
+    if target != "none" and target not in TARGETS:
+        raise UserError(f"--target {target!r}: choose from {', '.join(TARGETS)} or none")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    man = Manifest(out)
+    ran, skipped = [], []
+
+    def stage(name: str, key: str, outputs: list[Path], work):
+        found = man.fresh(name, key, outputs)
+        if found is not None:
+            skipped.append(name)
+            log(f"[{name}] up to date (inputs unchanged), skipped")
+            return found
+        log(f"[{name}] running ...")
+        t0 = time.perf_counter()
+        result = work()
+        ran.append(name)
+        return man.record(name, key, result, time.perf_counter() - t0)
+
+    # train
+    if from_run is not None:
+        run = Path(from_run)
+        if not (run / "config.json").exists():
+            raise UserError(f"--from {run}: not a run or policy folder (no config.json)")
+        log(f"[train] from {run}, skipped")
+    else:
+        run = out / "run"
+        cfg_dict = train_cfg.to_dict()
+
+        def do_train():
+            resume = (run / "checkpoint.pt").exists()
+            if resume and load_config(run).to_dict() != cfg_dict:
+                raise UserError(f"{run} holds a run with other options; use another --out")
+            r = train(train_cfg, run, resume=resume, progress=progress)
+            return {"train_steps": r["train_steps"], "mean_return": r["mean_return"]}
+        stage("train", digest(cfg_dict), [run / "checkpoint.pt", run / "eval.json"], do_train)
+    cfg = load_config(run)
+    env = env or cfg.env
+    if env != cfg.env:
+        raise UserError(f"--env {env}: the policy in {run} was trained on {cfg.env}")
+    seed = cfg.seed + EVAL_SEED_OFFSET  # the evaluation seeds: frozen and RTL episodes are the same episodes
+    circuit = out / "circuit"
+
+    # compile, and the float and frozen policies on the evaluation episodes
+    def do_compile():
+        c = compile_run(run, circuit, pipeline=pipeline)
+        ev = evaluate_run(run, episodes, seed=seed, progress=progress, frozen=True, write=False)
+        return {"float_returns": ev["returns"], "frozen_returns": ev["frozen"]["returns"],
+                "ir_luts": c["counts"]["luts"], "comparators": c["counts"]["comparators"],
+                "latency_cycles": c["hdl"]["latency_cycles"], "policy": ev["policy"]}
+    comp = stage("compile", digest({"pipeline": pipeline, "episodes": episodes, "seed": seed},
+                                   [run / "checkpoint.pt", run / "config.json"]),
+                 [circuit / "graph.json", circuit / "dwc_core.v"], do_compile)
+
+    # verify: the same episodes with every action from the Verilog
+    def do_verify():
+        r = verify(circuit, env, episodes, seed=seed, progress=progress, log=log)
+        if not r["passed"]:
+            raise UserError(f"verification failed: {r['mismatches']} mismatches; see {circuit / 'verify_report.json'}")
+        return {"rtl_returns": r["return_rtl"], "mismatches": r["mismatches"], "steps": r["steps"]}
+    ver = stage("verify", digest({"episodes": episodes, "seed": seed}, [circuit / "graph.json", circuit / "dwc_core.v"]),
+                [circuit / "verify_report.json"], do_verify)
+
+    # synth
+    syn = None
+    if target != "none":
+        def do_synth():
+            r = synth(circuit, target, freq, log=lambda *a: None)
+            return {"target": target, "luts": r["luts"], "ffs": r["ffs"], "fmax_mhz": r["fmax_mhz"],
+                    "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"]}
+        syn = stage("synth", digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"]),
+                    [circuit / "synth" / target / "report.json"], do_synth)
+
+    def mean(xs):
+        return sum(xs) / len(xs)
+    summary = {"env": env, "run": str(run), "policy": comp["policy"], "episodes": episodes, "seed": seed,
+               "float_return": mean(comp["float_returns"]), "frozen_return": mean(comp["frozen_returns"]),
+               "rtl_return": mean(ver["rtl_returns"]),
+               "rtl_equals_frozen": [round(r, 6) for r in ver["rtl_returns"]] == [round(r, 6) for r in comp["frozen_returns"]],
+               "latency_cycles": comp["latency_cycles"], "ir_luts": comp["ir_luts"], "synth": syn,
+               "stages_run": ran, "stages_skipped": skipped, "circuit": str(circuit)}
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def summary_table(s: dict) -> str:
+    syn = s["synth"] or {}
+    rows = [("env / policy", f"{s['env']} / {s['policy']} ({s['run']})"),
+            ("float return", f"{s['float_return']:.1f}  (mean of {s['episodes']} deterministic episodes)"),
+            ("frozen return", f"{s['frozen_return']:.1f}  (integer circuit, reference executor)"),
+            ("RTL return", f"{s['rtl_return']:.1f}  (Verilog in Verilator; "
+                           f"{'equal to frozen, episode by episode' if s['rtl_equals_frozen'] else 'DIFFERS from frozen'})"),
+            ("latency", f"{s['latency_cycles']} cycles"),
+            ("IR LUTs", str(s["ir_luts"]))]
+    if syn:
+        rows += [(f"{syn['target']} LUTs / FFs", f"{syn['luts']} / {syn['ffs']}"),
+                 ("Fmax", f"{syn['fmax_mhz']} MHz"),
+                 ("energy / action", f"{syn['nj_per_action']} nJ (estimate)"),
+                 ("bitstream", str(syn["bitstream"]))]
+    rows.append(("stages", f"ran {', '.join(s['stages_run']) or 'none'}; up to date: {', '.join(s['stages_skipped']) or 'none'}"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
