@@ -320,8 +320,9 @@ def cmd_compile(args) -> int:
 
 def _print_lowering(hdl: dict) -> None:
     for layer in hdl.get("linear_lowering") or []:
-        print(f"  linear layer {layer['layer']}: {layer['table']} of {layer['neurons']} neurons as lookup tables, "
-              f"{layer['arithmetic']} as arithmetic (input bits per neuron {layer['input_bits_per_neuron']})")
+        print(f"  linear layer {layer['layer']}: {layer['neurons']} neurons: {layer['table']} lookup tables, "
+              f"{layer['arithmetic']} arithmetic, {layer['constant']} constant (reading no input); input bits per "
+              f"neuron {layer['input_bits_per_neuron']}")
 
 
 def _add_import(sub):

@@ -298,11 +298,11 @@ def neuron_table(lin, j: int, shapes: list) -> list[int]:
 
 
 def neuron_lowering(lin, in_shapes: list, table_bits: int) -> list[tuple[str, int]]:
-    """("table" | "arithmetic", input bits read) for each neuron of a linear layer."""
+    """("constant" | "table" | "arithmetic", input bits read) for each neuron of a linear layer."""
     out = []
     for row in lin.weights:
         bits = sum(sh.width for sh, w in zip(in_shapes, row) if w)
-        out.append(("table" if bits <= table_bits else "arithmetic", bits))
+        out.append(("constant" if bits == 0 else "table" if bits <= table_bits else "arithmetic", bits))
     return out
 
 
@@ -319,10 +319,10 @@ def lowering_report(g: Graph, table_bits: int) -> list[dict]:
     """Per linear layer: how many neurons became lookup tables and why (for dwc_core.json)."""
     report = []
     for k, (lin, shapes) in enumerate(zip(g.linear, linear_input_shapes(g))):
-        kinds = neuron_lowering(lin, shapes, table_bits)
-        tables = [b for kind, b in kinds if kind == "table"]
-        report.append({"layer": k, "neurons": len(kinds), "table": len(tables), "arithmetic": len(kinds) - len(tables),
-                       "input_bits_per_neuron": sorted({b for _, b in kinds}),
+        kinds = [kind for kind, _ in neuron_lowering(lin, shapes, table_bits)]
+        report.append({"layer": k, "neurons": len(kinds), "table": kinds.count("table"),
+                       "arithmetic": kinds.count("arithmetic"), "constant": kinds.count("constant"),
+                       "input_bits_per_neuron": sorted({b for _, b in neuron_lowering(lin, shapes, table_bits)}),
                        "rule": f"lookup tables (LogicNets style) where a neuron reads <= {table_bits} input bits "
                                f"(fan-in x bits: one table of 2^bits entries per output bit), else "
                                f"constant-coefficient arithmetic"})
@@ -410,7 +410,7 @@ class LinearStage(wiring.Component):
             lsb += sh.width
         w_out = self.out_shape.width
         for j, (row, b) in enumerate(zip(self.lin.weights, self.lin.bias)):
-            if self.lowering[j][0] == "table":
+            if self.lowering[j][0] in ("table", "constant"):  # a constant is a table of one entry
                 y = self._neuron_table(m, j, raw)
             elif self.cells == "verilog":
                 y = self._neuron_cells(m, j, raw, row, b)
