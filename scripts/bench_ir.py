@@ -2,6 +2,7 @@
 
 Measures samples/s at batch 1 and batch 4096 on one thread for:
   torch-mlp    the 2 x 256 float MLP actor in PyTorch (what users would deploy instead)
+  ort-mlp      the same MLP (same weights) as an ONNX Gemm/Relu graph in onnxruntime (if installed)
   reference    the IR's numpy reference executor (obviously correct, slow)
   fast         the IR compiled to bit-sliced C (64 samples per word)
 on a DWC of the published size (2 x 1024 LUT6, B = 63, Hopper-v5 dimensions, random weights:
@@ -35,6 +36,38 @@ def rate(fn, batch: int, min_seconds: float = 1.0) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def ort_mlp(mlp):
+    """The MLP actor's deterministic action as an onnxruntime session (1 thread), or None."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    inits, nodes, x = [], [], "obs"
+    std = np.sqrt(mlp.normalizer.var.numpy() + mlp.normalizer.eps)
+    inits += [numpy_helper.from_array(mlp.normalizer.mean.numpy().astype(np.float32), "mu"),
+              numpy_helper.from_array(std.astype(np.float32), "sd")]
+    nodes += [helper.make_node("Sub", [x, "mu"], ["c"]), helper.make_node("Div", ["c", "sd"], ["n"]),
+              helper.make_node("Clip", ["n", "lo", "hi"], ["h0"])]
+    inits += [numpy_helper.from_array(np.float32(-10), "lo"), numpy_helper.from_array(np.float32(10), "hi")]
+    layers = [mlp.trunk[0], mlp.trunk[2], mlp.mean]
+    for i, lin in enumerate(layers):
+        inits += [numpy_helper.from_array(lin.weight.detach().numpy(), f"w{i}"),
+                  numpy_helper.from_array(lin.bias.detach().numpy(), f"b{i}")]
+        nodes.append(helper.make_node("Gemm", [f"h{i}", f"w{i}", f"b{i}"], [f"g{i}"], transB=1))
+        nodes.append(helper.make_node("Relu" if i < 2 else "Tanh", [f"g{i}"], [f"h{i + 1}"]))
+    inits += [numpy_helper.from_array(mlp.action_scale.numpy(), "scale"),
+              numpy_helper.from_array(mlp.action_bias.numpy(), "bias")]
+    nodes += [helper.make_node("Mul", ["h3", "scale"], ["s"]), helper.make_node("Add", ["s", "bias"], ["action"])]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["N", None])],
+                              [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", None])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policy", help="a trained DWC run or policies/ folder (default: random published size)")
@@ -51,6 +84,7 @@ def main() -> None:
         graph = untrained_graph(obs_dim, act_dim)
     mlp = build_actor(ActorConfig(policy="mlp"), obs_dim, act_dim, [-1] * act_dim, [1] * act_dim).eval()
     fast = FastExecutor(graph)
+    sess = ort_mlp(mlp)
     rng = np.random.default_rng(0)
     lo = [f.min_int for f in graph.obs_formats]
     hi = [f.max_int + 1 for f in graph.obs_formats]
@@ -61,17 +95,25 @@ def main() -> None:
         with torch.no_grad():
             r = {"batch": batch, "torch-mlp": rate(lambda: mlp.act(x), batch),
                  "fast": rate(lambda: fast.actions_int(q), batch)}
+            if sess is not None:
+                xn = x.numpy()
+                assert np.allclose(sess.run(None, {"obs": xn})[0], mlp.act(x).numpy(), atol=1e-5)  # same function
+                r["ort-mlp"] = rate(lambda: sess.run(None, {"obs": xn}), batch)
         qs = q[:256]
         r["reference"] = rate(lambda: reference.actions_int(graph, qs), len(qs))
         rows.append(r)
     luts = sum(len(l) for l in graph.layers)
     print(f"circuit: {luts} LUTs, {len(graph.comparators)} comparators, {obs_dim} obs dims; 1 thread; samples/s")
-    print(f"{'batch':>6} {'torch-mlp':>12} {'fast':>12} {'reference':>12} {'fast/mlp':>9}")
+    print(f"{'batch':>6} {'torch-mlp':>12} {'ort-mlp':>12} {'fast':>12} {'reference':>12} {'fast/torch':>11} "
+          f"{'fast/ort':>9}")
     for r in rows:
-        print(f"{r['batch']:>6} {r['torch-mlp']:>12.0f} {r['fast']:>12.0f} {r['reference']:>12.0f} "
-              f"{r['fast'] / r['torch-mlp']:>8.2f}x")
+        ort_rate = r.get("ort-mlp")
+        print(f"{r['batch']:>6} {r['torch-mlp']:>12.0f} {ort_rate or float('nan'):>12.0f} {r['fast']:>12.0f} "
+              f"{r['reference']:>12.0f} {r['fast'] / r['torch-mlp']:>10.2f}x "
+              + (f"{r['fast'] / ort_rate:>8.2f}x" if ort_rate else f"{'-':>9}"))
     b1 = rows[0]
-    print(f"batch-1 latency: torch-mlp {1e6 / b1['torch-mlp']:.1f} us, fast {1e6 / b1['fast']:.1f} us")
+    print(f"batch-1 latency: torch-mlp {1e6 / b1['torch-mlp']:.1f} us, "
+          + (f"ort-mlp {1e6 / b1['ort-mlp']:.1f} us, " if "ort-mlp" in b1 else "") + f"fast {1e6 / b1['fast']:.1f} us")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"luts": luts, "rows": rows}, f, indent=2)
