@@ -140,3 +140,15 @@ def test_hil_sim_over_the_uart_link_with_faults(build, capsys):
 def test_hil_errors(build, capsys):
     assert main(["hil", str(build), "--sim", "--inject", "melt@3"]) == 2
     assert "KIND@STEP" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["inverted-pendulum-v5-qmlp", "inverted-pendulum-v5-gates"])
+def test_hil_sim_for_other_policy_types(tmp_path, policy):
+    """The quantised MLP and the gate network go over the same UART link as a DWC, bit-exact."""
+    from pathlib import Path
+    src = Path(__file__).parent.parent / "policies" / policy
+    assert main(["compile", str(src), "--out", str(tmp_path), "--pipeline", "1"]) == 0
+    assert main(["hil", str(tmp_path), "--sim", "--episodes", "1", "--max-steps", "30", "--inject", "corrupt@10"]) == 0
+    r = json.loads((tmp_path / "hil_report.json").read_text())
+    assert r["action_mismatches"] == 0 and r["return_hil"] == r["return_ref"] and r["retries"] == 1
