@@ -48,20 +48,26 @@ def hardware(policy: Path, work: Path, target: str, pipeline: str, freq: float) 
 
 
 def plot(rows: list[dict], path: Path, title: str) -> None:
+    """Side by side per policy with a circuit: LUTs, Fmax and estimated energy; the circuit's
+    return in each label."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=110)
-    for r in rows:
-        if r.get("luts"):
-            ax.scatter(r["luts"], r["frozen"], s=30)
-            ax.annotate(f"{r['name']}\n{r['fmax_mhz']:.0f} MHz, {r['nj']:.2g} nJ", (r["luts"], r["frozen"]),
-                        fontsize=7, xytext=(4, 4), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_xlabel("LUTs (core, after synthesis)")
-    ax.set_ylabel("return of the circuit")
-    ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
+    hw = [r for r in rows if r.get("luts")]
+    labels = [f"{r['name']}\n({r['policy']}, return {r['frozen']:.0f})" for r in hw]
+    fig, axes = plt.subplots(1, 3, figsize=(10, 0.9 + 0.55 * max(1, len(hw))), dpi=110, sharey=True)
+    for ax, key, name in zip(axes, ("luts", "fmax_mhz", "nj"), ("LUTs (core)", "Fmax (MHz)", "nJ / action (est.)")):
+        values = [r[key] or 0 for r in hw]
+        ax.barh(range(len(hw)), values, color=[f"C{i}" for i in range(len(hw))])
+        for i, v in enumerate(values):
+            ax.annotate(f"{v:,.0f}" if key != "nj" else f"{v:.2g}", (v, i), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+        ax.set_xlabel(name)
+        ax.set_xlim(0, max(values or [1]) * 1.3)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(hw)), labels, fontsize=7)
+    axes[0].invert_yaxis()
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
