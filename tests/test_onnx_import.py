@@ -124,3 +124,65 @@ def test_import_errors_are_one_line(tmp_path):
     assert_one_line_error(run_cli("import", str(tmp_path / "junk.onnx"), "--out", str(tmp_path / "e")),
                           "not a valid ONNX model")
     assert not any((tmp_path / d).exists() for d in "abcde")  # nothing written on error
+
+
+def ort_quantized_mlp(tmp_path, pow2: bool):
+    """A float MLP quantised by onnxruntime's own static QDQ quantiser (its real layout: requantised
+    after MatMul and after Add, constants as DequantizeLinear, Q/DQ around Tanh and Mul); with
+    ``pow2`` every scale is then rounded to a power of two (what a po2-scaled export looks like)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    rng = np.random.default_rng(0)
+    inits, nodes, x, sizes = [], [], "obs", [4, 16, 1]
+    for k in range(2):
+        inits += [numpy_helper.from_array(rng.normal(0, 0.5, (sizes[k], sizes[k + 1])).astype(np.float32), f"w{k}"),
+                  numpy_helper.from_array(rng.normal(0, 0.1, sizes[k + 1]).astype(np.float32), f"b{k}")]
+        nodes += [helper.make_node("MatMul", [x, f"w{k}"], [f"m{k}"]), helper.make_node("Add", [f"m{k}", f"b{k}"], [f"a{k}"])]
+        x = f"a{k}"
+        if k == 0:
+            nodes.append(helper.make_node("Relu", [x], ["r0"]))
+            x = "r0"
+    inits.append(numpy_helper.from_array(np.float32(3.0), "bound"))
+    nodes += [helper.make_node("Tanh", [x], ["t"]), helper.make_node("Mul", ["t", "bound"], ["action"])]
+    graph = helper.make_graph(nodes, "f", [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", 1])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "float.onnx"))
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"obs": rng.normal(0, 1, (64, 4)).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+    path = tmp_path / ("q2.onnx" if pow2 else "q.onnx")
+    quantize_static(str(tmp_path / "float.onnx"), str(path), Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    if pow2:
+        q = onnx.load(str(path))
+        for t in q.graph.initializer:
+            if t.name.endswith("_scale"):
+                s = numpy_helper.to_array(t)
+                t.CopyFrom(numpy_helper.from_array(np.exp2(np.round(np.log2(s))).astype(np.float32), t.name))
+        onnx.save(q, str(path))
+    return path
+
+
+def test_onnxruntime_quantized_model_imports_when_its_scales_are_powers_of_two(tmp_path):
+    from dwc.ir.onnx_import import reference_session_options
+    plain = ort_quantized_mlp(tmp_path, pow2=False)
+    assert_one_line_error(run_cli("import", str(plain), "--out", str(tmp_path / "a")), "not a power of two")
+    model = ort_quantized_mlp(tmp_path, pow2=True)
+    build = tmp_path / "b"
+    assert main(["import", str(model), "--out", str(build), "--json"]) == 0
+    report = json.loads((build / "import_report.json").read_text())
+    assert report["check_against_onnxruntime"]["code_mismatches"] == 0
+    assert report["read"]["tail"] == ["Tanh", "QuantizeLinear", "DequantizeLinear", "Mul", "QuantizeLinear",
+                                      "DequantizeLinear"]
+    g = Graph.load(build / "graph.json")
+    sess = ort.InferenceSession(str(model), reference_session_options(ort), providers=["CPUExecutionProvider"])
+    x = (ref.quantize_obs(g, np.random.default_rng(1).normal(0, 2, (4000, 4))) * 2.0 ** -g.obs_formats[0].frac)
+    x = x.astype(np.float32)
+    want = sess.run(None, {"obs": x})[0]
+    assert np.max(np.abs(ref.act(g, x) - want)) <= 2.0 ** -g.action_format.frac / 2 + 1e-9
+    assert np.unique(want).size > 10

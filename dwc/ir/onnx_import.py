@@ -1,12 +1,15 @@
 """ONNX import: a quantised MLP exported by another tool (QDQ form) -> the integer IR.
 
 Read: one float input (N, D) and one float output (N, A), and between them a chain
-    QuantizeLinear -> DequantizeLinear                        (the observation's quantiser)
-    { MatMul | Gemm } [Add] [Relu] QuantizeLinear DequantizeLinear   (one per layer)
-    [Tanh | Mul | Add | Sub | Div | Clip | Relu ...]          (an elementwise tail with constants)
+    QuantizeLinear -> DequantizeLinear            (the observation's quantiser)
+    MatMul | Gemm, Add/Sub of constants, Relu     (affine pieces), each run closed by
+    QuantizeLinear -> DequantizeLinear            (a requantisation: one IR layer)
+    Tanh | Sigmoid | Mul | Add | Sub | Div | Clip | Relu | Q/DQ   (an elementwise tail with constants)
 with weights given as DequantizeLinear of an integer initializer (zero point 0; per-tensor or
-per-output-channel scales) and biases as float initializers or DequantizeLinear of int32
-(onnxruntime's and Brevitas' QDQ exports). Identity and Flatten are skipped.
+per-output-channel scales) and constants as initializers or DequantizeLinear of them. This covers
+onnxruntime's static QDQ layout (requantised after MatMul and again after the bias Add, Relu folded
+into a zero point, Q/DQ around Tanh and Mul) and the plainer MatMul-Add-Relu-Q form. Identity and
+Flatten are skipped.
 
 Why it is exact: with power-of-two scales every float the ONNX model computes is an integer times
 a power of two, so onnxruntime's float32 arithmetic is exact (while sums stay below 2**24) and each
@@ -195,90 +198,122 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
     hi_in = np.broadcast_to(q_in.hi, (obs_dim,)).astype(np.int64)
     cur_lo, cur_hi = lo_in, hi_in
 
+    # The chain as integer algebra: between two QuantizeLinear nodes the value is an affine function
+    # of the current codes, ``2**e * (W @ codes + beta)`` (``pending``); each QuantizeLinear turns it
+    # into an IR layer. The first op that is not affine (Tanh, ...) starts the tail.
+    e_cur = int(np.max(_pow2_exponent(q_in.scale, "input scale")))
+    if len(set(_pow2_exponent(q_in.scale, "input scale").tolist())) != 1:
+        raise UserError("per-channel observation scales are not supported")
+    pending, last_q_output = None, None  # pending: {"w": (out, in) int, "beta": (out,) int, "e": (out,) int, "relu"}
+
+    def start_identity() -> dict:
+        n = len(cur_lo)
+        return {"w": np.eye(n, dtype=np.int64), "beta": np.zeros(n, np.int64), "e": np.full(n, e_cur), "relu": False}
+
+    def add_constant(p: dict, values: np.ndarray, where: str) -> None:
+        """beta += values / 2**e exactly, refining the unit (doubling W and beta) until it is integral."""
+        values = np.broadcast_to(np.asarray(values, np.float64).reshape(-1), p["beta"].shape)
+        for _ in range(40):
+            units = values / np.ldexp(1.0, p["e"])
+            if np.all(units == np.round(units)):
+                p["beta"] = p["beta"] + np.round(units).astype(np.int64)
+                return
+            p["w"], p["beta"], p["e"] = p["w"] * 2, p["beta"] * 2, p["e"] - 1
+        raise UserError(f"{where}: the constant is not representable on a power-of-two grid of the sum")
+
     node = step(cur)
-    while node is not None and node.op_type in ("MatMul", "Gemm"):
+    while node is not None and node.op_type in ("MatMul", "Gemm", "Add", "Sub", "Relu", "QuantizeLinear"):
         k = len(layers)
-        where = f"layer {k} ({node.op_type} {node.name or 'unnamed'})"
-        seen.append(node.op_type)
-        if node.input[0] != cur:
-            raise UserError(f"{where}: the activations must be the first operand")
-        wname = node.input[1]
-        wnode = m.producer.get(wname)
-        if wnode is None or wnode.op_type != "DequantizeLinear":
-            raise UserError(f"{where}: the weights must be DequantizeLinear of an integer initializer "
-                            f"(a quantised model), found {'a float initializer' if wname in m.consts else 'a computed tensor'}")
-        _, w_int, w_scale, axis = m.dequantize_const(wnode)
-        if np.any(np.asarray(m.consts.get(wnode.input[2], 0) if len(wnode.input) > 2 and wnode.input[2] else 0) != 0):
-            raise UserError(f"{where}: weight zero points must be 0")
-        trans_b = node.op_type == "Gemm" and m.attr(node, "transB", 0)
-        if node.op_type == "Gemm" and (m.attr(node, "alpha", 1.0) != 1.0 or m.attr(node, "beta", 1.0) != 1.0
-                                       or m.attr(node, "transA", 0)):
-            raise UserError(f"{where}: Gemm with alpha/beta != 1 or transA is not supported")
-        w = w_int.T if trans_b else w_int  # (in, out)
-        out_axis = 0 if trans_b else 1
-        if w.ndim != 2 or w.shape[0] != len(cur_lo):
-            raise UserError(f"{where}: weights of shape {tuple(w_int.shape)} do not take {len(cur_lo)} inputs")
-        n_out = w.shape[1]
-        e_w = _pow2_exponent(w_scale, f"{where} weights")
-        if e_w.size > 1 and axis != out_axis:
-            raise UserError(f"{where}: per-channel weight scales must run along the outputs")
-        e_w = np.broadcast_to(e_w, (n_out,))
-        bias = np.zeros(n_out, np.float64)
-        if node.op_type == "Gemm" and len(node.input) > 2 and node.input[2]:
-            bias = m.const(node.input[2], f"{where} bias").astype(np.float32).astype(np.float64).reshape(-1)
-        nxt = step(node.output[0])
-        if nxt is not None and nxt.op_type == "Add":
-            seen.append("Add")
-            other = [i for i in nxt.input if i != node.output[0]]
-            bias = bias + m.const(other[0], f"{where} bias (Add)").astype(np.float32).astype(np.float64).reshape(-1)
-            nxt = step(nxt.output[0])
-        relu = nxt is not None and nxt.op_type == "Relu"
-        if relu:
-            seen.append("Relu")
-            nxt = step(nxt.output[0])
-        qn = expect(nxt, ("QuantizeLinear",), f"{where}'s output (every layer must be requantised)")
-        q_out = m.quant(qn)
-        e_out = np.broadcast_to(_pow2_exponent(q_out.scale, f"{where} output QuantizeLinear"), (n_out,))
-        dqn = expect(step(qn.output[0]), ("DequantizeLinear",), f"after {where}'s QuantizeLinear")
-        if not _same_quant(q_out, m.quant(dqn)):
-            raise UserError(f"{where}: DequantizeLinear must use its QuantizeLinear's scale and zero point")
-        e_prev = np.broadcast_to(_pow2_exponent(cur_q.scale, "input scale"), (len(cur_lo),))
-        if len(set(e_prev.tolist())) != 1:
-            raise UserError(f"{where}: per-channel scales on a layer's input are not supported")
-        # acc / s_out = 2**(e_prev + e_w - e_out) * (W x' + beta), beta = bias / (s_prev s_w): one shift for
-        # the layer (the smallest exponent), rows with larger exponents scaled up by the difference
-        expo = e_prev[0] + e_w - e_out  # per output
-        beta = bias / np.ldexp(1.0, e_prev[0] + e_w)
-        if np.any(beta != np.round(beta)):
-            raise UserError(f"{where}: the bias is not a multiple of input scale x weight scale, so it cannot be "
-                            f"added exactly in integers")
-        low = int(expo.min())
-        rows = (w.T.astype(np.int64) << (expo - low)[:, None]).tolist()
-        b = (np.round(beta).astype(np.int64) << (expo - low)).tolist()
-        lo_out = q_out.lo.astype(np.int64)
-        hi_out = q_out.hi.astype(np.int64)
-        if lo_out.size > 1 or hi_out.size > 1:
-            raise UserError(f"{where}: per-channel output zero points are not supported")
-        lo_o, hi_o = int(lo_out[0]), int(hi_out[0])
-        if relu:
-            lo_o = max(lo_o, 0)
-        acc_span = np.abs(w).T @ np.maximum(np.abs(cur_lo), np.abs(cur_hi)) + np.abs(np.round(beta))
-        if np.any(acc_span >= ACC_LIMIT):
-            raise UserError(f"{where}: sums can reach {int(acc_span.max())} quanta, beyond float32's exact integers "
-                            f"(2**24), so the ONNX model itself rounds them")
-        layers.append(Linear(rows, b, -low, lo_o, hi_o, "half_even"))
-        cur_q, cur = q_out, dqn.output[0]
-        cur_lo, cur_hi = np.full(n_out, lo_o), np.full(n_out, hi_o)
+        op = node.op_type
+        where = f"layer {k} ({op} {node.name or 'unnamed'})"
+        if op in ("Add", "Sub"):
+            other = [i for i in node.input if i != cur]
+            if len(other) != 1 or (op == "Sub" and node.input[0] != cur):
+                raise UserError(f"{where}: expected the activations and one constant")
+            value = m.const(other[0], where).astype(np.float32).astype(np.float64)
+            if pending is None:
+                pending = start_identity()
+            seen.append(op)
+            add_constant(pending, -value if op == "Sub" else value, where)
+        elif op == "Relu":
+            if pending is None:
+                pending = start_identity()
+            seen.append(op)
+            pending["relu"] = True
+        elif op in ("MatMul", "Gemm"):
+            seen.append(op)
+            if pending is not None:
+                raise UserError(f"{where}: two products without a QuantizeLinear between them are not supported")
+            if node.input[0] != cur:
+                raise UserError(f"{where}: the activations must be the first operand")
+            wnode = m.producer.get(node.input[1])
+            if wnode is None or wnode.op_type != "DequantizeLinear":
+                raise UserError(f"{where}: the weights must be DequantizeLinear of an integer initializer (a quantised "
+                                f"model), found {'a float initializer' if node.input[1] in m.consts else 'a computed tensor'}")
+            _, w_int, w_scale, axis = m.dequantize_const(wnode)
+            if len(wnode.input) > 2 and wnode.input[2] and np.any(m.consts.get(wnode.input[2], 0) != 0):
+                raise UserError(f"{where}: weight zero points must be 0")
+            trans_b = op == "Gemm" and m.attr(node, "transB", 0)
+            if op == "Gemm" and (m.attr(node, "alpha", 1.0) != 1.0 or m.attr(node, "beta", 1.0) != 1.0
+                                 or m.attr(node, "transA", 0)):
+                raise UserError(f"{where}: Gemm with alpha/beta != 1 or transA is not supported")
+            w = w_int.T if trans_b else w_int  # (in, out)
+            if w.ndim != 2 or w.shape[0] != len(cur_lo):
+                raise UserError(f"{where}: weights of shape {tuple(w_int.shape)} do not take {len(cur_lo)} inputs")
+            e_w = _pow2_exponent(w_scale, f"{where} weights")
+            if e_w.size > 1 and axis != (0 if trans_b else 1):
+                raise UserError(f"{where}: per-channel weight scales must run along the outputs")
+            pending = {"w": w.T.astype(np.int64), "beta": np.zeros(w.shape[1], np.int64),
+                       "e": e_cur + np.broadcast_to(e_w, (w.shape[1],)).astype(np.int64), "relu": False}
+            if op == "Gemm" and len(node.input) > 2 and node.input[2]:
+                add_constant(pending, m.const(node.input[2], f"{where} bias").astype(np.float32), where)
+        else:  # QuantizeLinear: the pending affine map becomes an IR layer
+            seen.append(op)
+            if pending is None:
+                pending = start_identity()  # a requantisation of the codes themselves
+            q_out = m.quant(node)
+            n_out = len(pending["beta"])
+            e_out = np.broadcast_to(_pow2_exponent(q_out.scale, f"{where}"), (n_out,))
+            if q_out.lo.size > 1 or q_out.hi.size > 1:
+                raise UserError(f"{where}: per-channel zero points are not supported")
+            dqn = expect(step(node.output[0]), ("DequantizeLinear",), f"after {where}")
+            if not _same_quant(q_out, m.quant(dqn)):
+                raise UserError(f"{where}: DequantizeLinear must use its QuantizeLinear's scale and zero point")
+            # code = round_half_even(2**(e - e_out) * (W x + beta)): one shift per layer (the smallest
+            # exponent), rows with larger exponents scaled up by the difference
+            d = pending["e"] - e_out
+            low = int(d.min())
+            rows = pending["w"] << (d - low)[:, None]
+            bias = pending["beta"] << (d - low)
+            lo_o, hi_o = int(q_out.lo[0]), int(q_out.hi[0])
+            if pending["relu"]:
+                lo_o = max(lo_o, 0)
+            span = np.abs(pending["w"]) @ np.maximum(np.abs(cur_lo), np.abs(cur_hi)) + np.abs(pending["beta"])
+            if np.any(span >= ACC_LIMIT):
+                raise UserError(f"{where}: sums can reach {int(span.max())} quanta, beyond float32's exact integers "
+                                f"(2**24), so the ONNX model itself rounds them")
+            layers.append(Linear(rows.tolist(), bias.tolist(), -low, lo_o, hi_o, "half_even"))
+            cur_q, cur, pending, last_q_output = q_out, dqn.output[0], None, node.output[0]
+            e_cur = int(e_out[0])
+            if len(set(e_out.tolist())) != 1:
+                raise UserError(f"{where}: per-channel output scales are not supported")
+            cur_lo, cur_hi = np.full(n_out, lo_o), np.full(n_out, hi_o)
+            node = step(cur)
+            continue
+        cur = node.output[0]
         node = step(cur)
-    if not layers:
+    if pending is not None:
+        raise UserError("unsupported model: the last layer's output must be requantised (QuantizeLinear) before "
+                        "the tail or the output")
+    if not any(op in ("MatMul", "Gemm") for op in seen):
         raise UserError("unsupported model: no MatMul/Gemm layer after the observation's quantiser")
 
-    # the elementwise tail folds into the action tables
+    # the elementwise tail (Q/DQ pairs included) folds into the action tables
     tail = []
     while node is not None:
-        if node.op_type not in TAIL_OPS:
+        if node.op_type not in TAIL_OPS + ("QuantizeLinear", "DequantizeLinear"):
             raise UserError(f"unsupported operator {node.op_type} ({node.name or 'unnamed'}) after the last layer; "
-                            f"the tail may hold {', '.join(TAIL_OPS)} with constant operands")
+                            f"the tail may hold {', '.join(TAIL_OPS)} with constant operands, and Q/DQ pairs")
         consts = {}
         if node.op_type in ("Mul", "Add", "Sub", "Div"):
             other = [i for i in node.input if i != cur]
@@ -289,6 +324,8 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
         if node.op_type == "Clip":
             consts["lo"] = m.const(node.input[1], "Clip min").astype(np.float32) if len(node.input) > 1 and node.input[1] else None
             consts["hi"] = m.const(node.input[2], "Clip max").astype(np.float32) if len(node.input) > 2 and node.input[2] else None
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            consts["q"] = m.quant(node)
         tail.append((node.op_type, consts))
         seen.append(node.op_type)
         cur = node.output[0]
@@ -305,10 +342,16 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
                 v = np.maximum(v, np.float32(0))
             elif op == "Clip":
                 v = np.clip(v, c["lo"] if c["lo"] is not None else -np.inf, c["hi"] if c["hi"] is not None else np.inf)
+            elif op == "QuantizeLinear":  # onnxruntime: round(v / scale) in float32, ties to even, then clip
+                q = c["q"]
+                v = np.clip(np.rint(v / q.scale.astype(np.float32)) + q.zero, q.qmin, q.qmax)
+            elif op == "DequantizeLinear":
+                q = c["q"]
+                v = (v - q.zero).astype(np.float32) * q.scale.astype(np.float32)
             else:
                 a, b = (v, c["c"]) if c["first"] else (c["c"], v)
                 v = {"Mul": a * b, "Add": a + b, "Sub": a - b, "Div": a / b}[op]
-            v = v.astype(np.float32)
+            v = np.asarray(v, np.float32)
         return v
 
     # observation: fixed point fine enough for every threshold, comparators for every code step
@@ -344,7 +387,8 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
     a_frac = act_width - 1 - (math.floor(math.log2(peak)) + 1)
     a_fmt = FixedFormat(act_width, a_frac)
     tables = [a_fmt.quantize(v).tolist() for v in values]
-    meta = {"env": env, "policy": "onnx-qmlp", "source": str(path), "frontend": "onnx (QDQ)"}
+    meta = {"env": env, "policy": "onnx-qmlp", "source": str(path), "frontend": "onnx (QDQ)",
+            "onnx_codes_tensor": last_q_output}  # the last layer's codes in the ONNX graph (for checks)
     graph = Graph([fmt] * obs_dim, comparators, [], groups, a_fmt, tables, meta, layers)
     graph.validate()
     info = {"operators": seen, "layers": [{"outputs": l.outputs, "inputs": len(l.weights[0]), "shift": l.shift,
@@ -376,7 +420,7 @@ def check_against_onnxruntime(path: Path, graph: Graph, n: int = 20000, seed: in
     from . import reference as ref
     m = _Model(Path(path))
     model = m.model
-    last_q = [nd for nd in model.graph.node if nd.op_type == "QuantizeLinear"][-1]
+    last_q = m.producer[graph.meta["onnx_codes_tensor"]]
     zp = m.consts.get(last_q.input[2]) if len(last_q.input) > 2 and last_q.input[2] else None
     kind = onnx.TensorProto.UINT8 if zp is None else onnx.helper.np_dtype_to_tensor_dtype(zp.dtype)
     model.graph.output.append(onnx.helper.make_tensor_value_info(last_q.output[0], kind, None))
