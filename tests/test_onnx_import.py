@@ -186,3 +186,54 @@ def test_onnxruntime_quantized_model_imports_when_its_scales_are_powers_of_two(t
     want = sess.run(None, {"obs": x})[0]
     assert np.max(np.abs(ref.act(g, x) - want)) <= 2.0 ** -g.action_format.frac / 2 + 1e-9
     assert np.unique(want).size > 10
+
+
+def test_qonnx_quant_nodes_import_bit_exact_with_qonnx_execution(tmp_path):
+    """QONNX Quant nodes (weights and activations, 4-bit narrow weights, a 4-bit unsigned hidden
+    code): lowered through qonnx's QuantToQCDQ, then the same import; the circuit equals qonnx's own
+    execution of the QONNX model."""
+    pytest.importorskip("qonnx")
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
+    domain = "qonnx.custom_op.general"
+    rng = np.random.default_rng(0)
+    inits, nodes = [], []
+
+    def init(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+
+    def quant(x, out, scale, bits, signed, narrow=0):
+        init(out + "_s", scale)
+        init(out + "_z", 0.0)
+        init(out + "_b", bits)
+        nodes.append(helper.make_node("Quant", [x, out + "_s", out + "_z", out + "_b"], [out], domain=domain,
+                                      signed=signed, narrow=narrow, rounding_mode="ROUND"))
+    quant("obs", "xq", 2.0 ** -4, 8, 1)
+    init("w0", rng.normal(0, 0.3, (4, 8)))
+    quant("w0", "w0q", 2.0 ** -5, 4, 1, narrow=1)
+    init("b0", np.round(rng.normal(0, 0.2, 8) * 2 ** 9) / 2 ** 9)
+    nodes += [helper.make_node("MatMul", ["xq", "w0q"], ["m0"]), helper.make_node("Add", ["m0", "b0"], ["a0"]),
+              helper.make_node("Relu", ["a0"], ["r0"])]
+    quant("r0", "h0", 2.0 ** -3, 4, 0)
+    init("w1", rng.normal(0, 0.3, (8, 1)))
+    quant("w1", "w1q", 2.0 ** -5, 4, 1, narrow=1)
+    nodes.append(helper.make_node("MatMul", ["h0", "w1q"], ["m1"]))
+    quant("m1", "y", 2.0 ** -4, 8, 1)
+    nodes.append(helper.make_node("Tanh", ["y"], ["action"]))
+    graph = helper.make_graph(nodes, "qonnx_mlp", [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", 1])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(domain, 1)])
+    path = tmp_path / "qonnx.onnx"
+    onnx.save(model, str(path))
+    build = tmp_path / "b"
+    assert main(["import", str(path), "--out", str(build), "--env", "InvertedPendulum-v5", "--json"]) == 0
+    report = json.loads((build / "import_report.json").read_text())
+    assert report["check_against_onnxruntime"]["code_mismatches"] == 0 and "Clip" in report["read"]["operators"]
+    g = Graph.load(build / "graph.json")
+    x = (ref.quantize_obs(g, rng.normal(0, 3, (500, 4))) * 2.0 ** -g.obs_formats[0].frac).astype(np.float32)
+    from qonnx.transformation.infer_shapes import InferShapes
+    qmodel = ModelWrapper(str(path))
+    qmodel.set_tensor_shape("obs", [len(x), 4])
+    want = execute_onnx(qmodel.transform(InferShapes()), {"obs": x})["action"]
+    assert np.max(np.abs(ref.act(g, x) - want)) <= 2.0 ** -g.action_format.frac / 2 + 1e-6
+    assert np.unique(np.round(want, 4)).size > 20

@@ -86,9 +86,18 @@ class _Model:
             raise UserError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0][:160]})") from None
         self.onnx, self.model, self.g = onnx, model, model.graph
         qonnx = [n.op_type for n in model.graph.node if "qonnx" in n.domain or "finn" in n.domain]
-        if qonnx:
-            raise UserError(f"{path}: QONNX nodes ({', '.join(sorted(set(qonnx)))}) are not read directly; convert "
-                            f"them to QuantizeLinear/DequantizeLinear first (qonnx's QuantToQCDQ transformation)")
+        if qonnx:  # QONNX Quant nodes: qonnx's own QuantToQCDQ rewrites them as QuantizeLinear -> Clip -> DQ
+            try:
+                from qonnx.core.modelwrapper import ModelWrapper
+                from qonnx.transformation.qonnx_to_qcdq import QuantToQCDQ
+            except ImportError:
+                raise UserError(f"{path}: QONNX nodes ({', '.join(sorted(set(qonnx)))}) need the qonnx library: "
+                                f"pip install 'dwc[qonnx]'") from None
+            model = ModelWrapper(model).transform(QuantToQCDQ()).model
+            left = sorted({n.op_type for n in model.graph.node if "qonnx" in n.domain or "finn" in n.domain})
+            if left:
+                raise UserError(f"{path}: qonnx could not lower {', '.join(left)} to QuantizeLinear/DequantizeLinear")
+            self.model, self.g = model, model.graph
         self.consts = {t.name: numpy_helper.to_array(t) for t in self.g.initializer}
         for n in self.g.node:
             if n.op_type == "Constant":
@@ -115,13 +124,39 @@ class _Model:
         if name in self.consts:
             return self.consts[name]
         node = self.producer.get(name)
-        if node is not None and node.op_type == "DequantizeLinear" and all(i in self.consts for i in node.input if i):
+        if node is not None and node.op_type == "DequantizeLinear" and self.is_const(node.output[0]):
             return self.dequantize_const(node)[0]
         raise UserError(f"{what}: input {name!r} must be a constant (initializer or DequantizeLinear of one)")
 
+    def is_const(self, name: str) -> bool:
+        if name in self.consts:
+            return True
+        node = self.producer.get(name)
+        return node is not None and node.op_type in ("DequantizeLinear", "QuantizeLinear", "Clip") and \
+            all(self.is_const(i) for i in node.input if i)
+
+    def int_codes(self, name: str) -> np.ndarray:
+        """Integer codes of a constant: an integer initializer, or QuantizeLinear [-> Clip] of a float one
+        (QONNX's QCDQ form of quantised weights), evaluated as onnxruntime does."""
+        if name in self.consts:
+            return self.consts[name].astype(np.int64)
+        node = self.producer[name]
+        if node.op_type == "Clip":
+            lo = self.consts[node.input[1]] if len(node.input) > 1 and node.input[1] else -np.inf
+            hi = self.consts[node.input[2]] if len(node.input) > 2 and node.input[2] else np.inf
+            return np.clip(self.int_codes(node.input[0]), lo, hi).astype(np.int64)
+        q = self.quant(node)
+        x = self.consts[node.input[0]].astype(np.float32)
+        axis = self.attr(node, "axis", 1)
+        shape = [1] * x.ndim
+        if q.scale.size > 1:
+            shape[axis] = -1
+        scale, zero = np.reshape(q.scale.astype(np.float32), shape), np.reshape(q.zero, shape)
+        return np.clip(np.rint(x / scale) + zero, q.qmin, q.qmax).astype(np.int64)
+
     def dequantize_const(self, node) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(float32 values as onnxruntime computes them, integer values, scale, axis) of a constant DQ."""
-        q = self.consts[node.input[0]].astype(np.int64)
+        q = self.int_codes(node.input[0])
         scale = self.consts[node.input[1]].astype(np.float64)
         zero = self.consts[node.input[2]].astype(np.int64) if len(node.input) > 2 and node.input[2] else 0
         axis = self.attr(node, "axis", 1)
@@ -186,16 +221,31 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
         seen.append(node.op_type)
         return node
 
+    def dequantize_after(q_node, q: Quant, where: str):
+        """The DequantizeLinear closing ``q_node``, past an optional Clip of the codes (QONNX's narrow and
+        sub-8-bit ranges); returns (DQ node, raw code range after the clip)."""
+        qmin, qmax = q.qmin, q.qmax
+        nxt = step(q_node.output[0])
+        if nxt is not None and nxt.op_type == "Clip":
+            seen.append("Clip")
+            if len(nxt.input) > 1 and nxt.input[1]:
+                qmin = max(qmin, int(m.const(nxt.input[1], f"{where} Clip min")))
+            if len(nxt.input) > 2 and nxt.input[2]:
+                qmax = min(qmax, int(m.const(nxt.input[2], f"{where} Clip max")))
+            nxt = step(nxt.output[0])
+        dq = expect(nxt, ("DequantizeLinear",), f"after {where}'s QuantizeLinear")
+        if not _same_quant(q, m.quant(dq)):
+            raise UserError(f"{where}: DequantizeLinear must use its QuantizeLinear's scale and zero point")
+        return dq, qmin, qmax
+
     # the observation's quantiser
     q_node = expect(step(m.input.name), ("QuantizeLinear",), "the observation")
     q_in = m.quant(q_node)
     e_in = _pow2_exponent(q_in.scale, "the observation's QuantizeLinear")
-    dq = expect(step(q_node.output[0]), ("DequantizeLinear",), "after the observation's QuantizeLinear")
-    if not _same_quant(q_in, m.quant(dq)):
-        raise UserError("the observation's DequantizeLinear must use its QuantizeLinear's scale and zero point")
+    dq, qmin_in, qmax_in = dequantize_after(q_node, q_in, "the observation")
     cur_q, cur, layers = q_in, dq.output[0], []
-    lo_in = np.broadcast_to(q_in.lo, (obs_dim,)).astype(np.int64)
-    hi_in = np.broadcast_to(q_in.hi, (obs_dim,)).astype(np.int64)
+    lo_in = np.broadcast_to(qmin_in - q_in.zero, (obs_dim,)).astype(np.int64)
+    hi_in = np.broadcast_to(qmax_in - q_in.zero, (obs_dim,)).astype(np.int64)
     cur_lo, cur_hi = lo_in, hi_in
 
     # The chain as integer algebra: between two QuantizeLinear nodes the value is an affine function
@@ -204,7 +254,7 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
     e_cur = int(np.max(_pow2_exponent(q_in.scale, "input scale")))
     if len(set(_pow2_exponent(q_in.scale, "input scale").tolist())) != 1:
         raise UserError("per-channel observation scales are not supported")
-    pending, last_q_output = None, None  # pending: {"w": (out, in) int, "beta": (out,) int, "e": (out,) int, "relu"}
+    pending, last_q_output, last_zero = None, None, None  # pending: {"w": (out, in) int, "beta": (out,) int, "e": (out,) int, "relu"}
 
     def start_identity() -> dict:
         n = len(cur_lo)
@@ -276,16 +326,14 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
             e_out = np.broadcast_to(_pow2_exponent(q_out.scale, f"{where}"), (n_out,))
             if q_out.lo.size > 1 or q_out.hi.size > 1:
                 raise UserError(f"{where}: per-channel zero points are not supported")
-            dqn = expect(step(node.output[0]), ("DequantizeLinear",), f"after {where}")
-            if not _same_quant(q_out, m.quant(dqn)):
-                raise UserError(f"{where}: DequantizeLinear must use its QuantizeLinear's scale and zero point")
+            dqn, qmin_o, qmax_o = dequantize_after(node, q_out, where)
             # code = round_half_even(2**(e - e_out) * (W x + beta)): one shift per layer (the smallest
             # exponent), rows with larger exponents scaled up by the difference
             d = pending["e"] - e_out
             low = int(d.min())
             rows = pending["w"] << (d - low)[:, None]
             bias = pending["beta"] << (d - low)
-            lo_o, hi_o = int(q_out.lo[0]), int(q_out.hi[0])
+            lo_o, hi_o = int(qmin_o - q_out.zero[0]), int(qmax_o - q_out.zero[0])
             if pending["relu"]:
                 lo_o = max(lo_o, 0)
             span = np.abs(pending["w"]) @ np.maximum(np.abs(cur_lo), np.abs(cur_hi)) + np.abs(pending["beta"])
@@ -293,7 +341,8 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
                 raise UserError(f"{where}: sums can reach {int(span.max())} quanta, beyond float32's exact integers "
                                 f"(2**24), so the ONNX model itself rounds them")
             layers.append(Linear(rows.tolist(), bias.tolist(), -low, lo_o, hi_o, "half_even"))
-            cur_q, cur, pending, last_q_output = q_out, dqn.output[0], None, node.output[0]
+            cur_q, cur, pending, last_q_output = q_out, dqn.output[0], None, dqn.input[0]
+            last_zero = dqn.input[2] if len(dqn.input) > 2 and dqn.input[2] else None
             e_cur = int(e_out[0])
             if len(set(e_out.tolist())) != 1:
                 raise UserError(f"{where}: per-channel output scales are not supported")
@@ -388,7 +437,7 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
     a_fmt = FixedFormat(act_width, a_frac)
     tables = [a_fmt.quantize(v).tolist() for v in values]
     meta = {"env": env, "policy": "onnx-qmlp", "source": str(path), "frontend": "onnx (QDQ)",
-            "onnx_codes_tensor": last_q_output}  # the last layer's codes in the ONNX graph (for checks)
+            "onnx_codes_tensor": last_q_output, "onnx_codes_zero_point": last_zero}  # for the checks
     graph = Graph([fmt] * obs_dim, comparators, [], groups, a_fmt, tables, meta, layers)
     graph.validate()
     info = {"operators": seen, "layers": [{"outputs": l.outputs, "inputs": len(l.weights[0]), "shift": l.shift,
@@ -420,10 +469,9 @@ def check_against_onnxruntime(path: Path, graph: Graph, n: int = 20000, seed: in
     from . import reference as ref
     m = _Model(Path(path))
     model = m.model
-    last_q = m.producer[graph.meta["onnx_codes_tensor"]]
-    zp = m.consts.get(last_q.input[2]) if len(last_q.input) > 2 and last_q.input[2] else None
+    zp = m.consts.get(graph.meta["onnx_codes_zero_point"]) if graph.meta["onnx_codes_zero_point"] else None
     kind = onnx.TensorProto.UINT8 if zp is None else onnx.helper.np_dtype_to_tensor_dtype(zp.dtype)
-    model.graph.output.append(onnx.helper.make_tensor_value_info(last_q.output[0], kind, None))
+    model.graph.output.append(onnx.helper.make_tensor_value_info(graph.meta["onnx_codes_tensor"], kind, None))
     sess = ort.InferenceSession(model.SerializeToString(), reference_session_options(ort),
                                 providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(seed)
