@@ -15,12 +15,10 @@ import hashlib
 import json
 import time
 from pathlib import Path
+from statistics import fmean
 
 from .errors import UserError
 from .rl.run import write_json
-
-STAGES = ("train", "compile", "verify", "synth")
-
 
 def digest(options: dict, files: list[Path] = ()) -> str:
     """What a stage read: its options and the bytes of its input files."""
@@ -45,9 +43,8 @@ class Manifest:
         return None
 
     def record(self, stage: str, key: str, result: dict, seconds: float) -> dict:
+        # later stages need no invalidation here: their digests cover the files this stage writes
         self.stages[stage] = {"digest": key, "result": result, "seconds": round(seconds, 1)}
-        for later in STAGES[STAGES.index(stage) + 1:]:
-            self.stages.pop(later, None)  # what came after was built from older inputs
         write_json(self.path, {"stages": self.stages})
         return result
 
@@ -134,11 +131,9 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
         syn = stage("synth", digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"]),
                     [circuit / "synth" / target / "report.json"], do_synth)
 
-    def mean(xs):
-        return sum(xs) / len(xs)
     summary = {"env": env, "run": str(run), "policy": comp["policy"], "episodes": episodes, "seed": seed,
-               "float_return": mean(comp["float_returns"]), "frozen_return": mean(comp["frozen_returns"]),
-               "rtl_return": mean(ver["rtl_returns"]),
+               "float_return": fmean(comp["float_returns"]), "frozen_return": fmean(comp["frozen_returns"]),
+               "rtl_return": fmean(ver["rtl_returns"]),
                "rtl_equals_frozen": [round(r, 6) for r in ver["rtl_returns"]] == [round(r, 6) for r in comp["frozen_returns"]],
                "latency_cycles": comp["latency_cycles"], "ir_luts": comp["ir_luts"], "synth": syn,
                "stages_run": ran, "stages_skipped": skipped, "circuit": str(circuit)}

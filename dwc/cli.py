@@ -268,7 +268,7 @@ def _add_compile(sub):
     p.add_argument("--obs-frac", type=_int_list, metavar="F[,F...]",
                    help="fractional bits of the observation, one value or one per dimension (default: sized "
                         "from the training statistics so every threshold is representable)")
-    _add_pipeline_option(p)
+    _add_hdl_options(p)
     p.add_argument("--onnx", action="store_true",
                    help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -280,7 +280,7 @@ def _add_build_options(p):
     p.add_argument("--act-width", type=int, default=16, help="action fixed-point width in bits (default 16)")
 
 
-def _add_pipeline_option(p):
+def _add_hdl_options(p):
     p.add_argument("--table-bits", type=int, default=None, metavar="N",
                    help="quantised MLPs: a neuron whose nonzero-weight inputs total at most N bits (fan-in x "
                         "bits) is enumerated into lookup tables, LogicNets style; wider ones become "
@@ -327,8 +327,9 @@ def _print_lowering(hdl: dict) -> None:
 
 def _add_import(sub):
     p = sub.add_parser("import", help="lower a quantised ONNX MLP (QDQ) into the IR and Verilog",
-                       description="Read a quantised MLP policy exported by another tool (onnxruntime or Brevitas QDQ: "
-                                   "QuantizeLinear/DequantizeLinear around MatMul/Gemm, Add, Relu; power-of-two "
+                       description="Read a quantised MLP policy exported by another tool (QDQ form, as "
+                                   "onnxruntime's quantiser writes it: QuantizeLinear/DequantizeLinear around "
+                                   "MatMul/Gemm, Add, Relu; QONNX Quant nodes with the qonnx library; power-of-two "
                                    "scales; an elementwise tail such as Tanh or Mul folds into the action tables) "
                                    "and write BUILD/graph.json, BUILD/dwc_core.v and BUILD/import_report.json. "
                                    "The result is checked against onnxruntime before anything is written; then "
@@ -340,7 +341,7 @@ def _add_import(sub):
     _add_build_options(p)
     p.add_argument("--env", help="the Gymnasium env the policy drives (checked against the model's shapes; "
                                  "dwc verify's closed loop uses it)")
-    _add_pipeline_option(p)
+    _add_hdl_options(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -406,7 +407,7 @@ def _add_build(sub):
 
 
 def cmd_build(args) -> int:
-    from .build import build, summary_table
+    from .build import build
     if args.episodes < 1:
         raise UserError(f"--episodes must be >= 1, got {args.episodes}")
     train_cfg = None
@@ -416,6 +417,11 @@ def cmd_build(args) -> int:
         train_cfg = _train_config(args)
     s = build(args.out, args.env, args.from_run, train_cfg, args.target, args.pipeline, args.episodes, args.freq,
               progress=not args.no_progress, log=_log_for(args))
+    return _print_build_summary(s, args)
+
+
+def _print_build_summary(s: dict, args) -> int:
+    from .build import summary_table
     print(json.dumps(s, indent=2) if args.json else "\n" + summary_table(s))
     return 0 if s["rtl_equals_frozen"] else 1
 
@@ -440,14 +446,13 @@ def _add_demo(sub):
 
 
 def cmd_demo(args) -> int:
-    from .build import build, summary_table
+    from .build import build
     policy = POLICIES_DIR / args.policy
     if not (policy / "config.json").exists():
         raise UserError(f"--policy {args.policy}: not in {POLICIES_DIR} (dwc policies lists them)")
     s = build(args.out, None, policy, None, args.target, "max", 3, 200.0, progress=not args.no_progress,
               log=_log_for(args))
-    print(json.dumps(s, indent=2) if args.json else "\n" + summary_table(s))
-    return 0 if s["rtl_equals_frozen"] else 1
+    return _print_build_summary(s, args)
 
 
 VERIFY_HELP = """\

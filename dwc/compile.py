@@ -102,18 +102,19 @@ def import_model(model: Path, out: Path, env: str | None = None, obs_width: int 
 
     The lowering checks itself: onnxruntime and the IR run the same fixed-point observations, the last
     layer's codes must agree on every one (else nothing is written)."""
-    from .ir.onnx_import import check_against_onnxruntime, import_onnx
+    from .ir.onnx_import import check_against_onnxruntime, import_onnx, load_model
     t0 = time.perf_counter()
     if env is not None:
         from .rl.envs import check_env_id
         e = check_env_id(env)
         dims = (e.observation_space.shape[0], e.action_space.shape[0])
         e.close()
-    graph, info = import_onnx(Path(model), obs_width, act_width, env)
+    onnx_model = load_model(Path(model))
+    graph, info = import_onnx(onnx_model, Path(model), obs_width, act_width, env)
     if env is not None and dims != (graph.obs_dim, graph.action_dim):
         raise UserError(f"--env {env}: observations/actions are {dims[0]}/{dims[1]} wide, the model takes "
                         f"{graph.obs_dim} and gives {graph.action_dim}")
-    check = check_against_onnxruntime(Path(model), graph, check_vectors)
+    check = check_against_onnxruntime(onnx_model, graph, check_vectors)
     if check["code_mismatches"] or not check["actions_within_half_lsb"]:
         raise UserError(f"the lowered graph disagrees with onnxruntime on {check['code_mismatches']} of "
                         f"{check['vectors']} observations (max action error {check['max_action_error']:.3g}); "

@@ -279,22 +279,22 @@ TABLE_BITS = 8  # default: neurons reading at most this many input bits become l
 
 
 def neuron_table(lin, j: int, shapes: list) -> list[int]:
-    """LogicNets-style enumeration of neuron ``j``: its output code for every value of the inputs it
-    reads (nonzero weights), addressed by their bits concatenated in input order."""
-    from dwc.ir.reference import round_shift
-    reads = [(i, w) for i, w in enumerate(lin.weights[j]) if w]
-    out = []
-    for addr in range(1 << sum(shapes[i].width for i, _ in reads)):
-        acc, lsb = lin.bias[j], 0
-        for i, w in reads:
-            width = shapes[i].width
-            x = (addr >> lsb) & ((1 << width) - 1)
-            if shapes[i].signed and x >> (width - 1):
-                x -= 1 << width
-            acc += w * x
-            lsb += width
-        out.append(int(min(max(int(round_shift(acc, lin.shift, lin.rounding)), lin.lo), lin.hi)))
-    return out
+    """LogicNets-style enumeration of neuron ``j``: the reference executor's output code for every
+    value of the inputs it reads (nonzero weights), addressed by their bits concatenated in input order."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from dwc.ir.reference import linear_layer
+    reads = [i for i, w in enumerate(lin.weights[j]) if w]
+    addr = np.arange(1 << sum(shapes[i].width for i in reads), dtype=np.int64)
+    x, lsb = np.zeros((len(addr), len(shapes)), np.int64), 0
+    for i in reads:
+        width = shapes[i].width
+        v = (addr >> lsb) & ((1 << width) - 1)
+        x[:, i] = v - ((v >> (width - 1)) << width) if shapes[i].signed else v  # two's complement
+        lsb += width
+    return linear_layer(replace(lin, weights=[lin.weights[j]], bias=[lin.bias[j]]), x)[:, 0].tolist()
 
 
 def neuron_lowering(lin, in_shapes: list, table_bits: int) -> list[tuple[str, int]]:
@@ -319,10 +319,11 @@ def lowering_report(g: Graph, table_bits: int) -> list[dict]:
     """Per linear layer: how many neurons became lookup tables and why (for dwc_core.json)."""
     report = []
     for k, (lin, shapes) in enumerate(zip(g.linear, linear_input_shapes(g))):
-        kinds = [kind for kind, _ in neuron_lowering(lin, shapes, table_bits)]
+        lowered = neuron_lowering(lin, shapes, table_bits)
+        kinds = [kind for kind, _ in lowered]
         report.append({"layer": k, "neurons": len(kinds), "table": kinds.count("table"),
                        "arithmetic": kinds.count("arithmetic"), "constant": kinds.count("constant"),
-                       "input_bits_per_neuron": sorted({b for _, b in neuron_lowering(lin, shapes, table_bits)}),
+                       "input_bits_per_neuron": sorted({b for _, b in lowered}),
                        "rule": f"lookup tables (LogicNets style) where a neuron reads <= {table_bits} input bits "
                                f"(fan-in x bits: one table of 2^bits entries per output bit), else "
                                f"constant-coefficient arithmetic"})
@@ -525,8 +526,8 @@ class DWCCore(wiring.Component):
             m.d.sync += [self.counts.eq(counts), self.valid_out.eq(valid)]
             return m
         shapes = [unsigned(count_width(len(grp))) for grp in g.groups]
-        for k, lin in enumerate(g.linear):
-            m.submodules[f"linear{k}"] = dense = LinearStage(lin, shapes, cells, self.table_bits)
+        for k, (lin, in_shapes) in enumerate(zip(g.linear, linear_input_shapes(g))):
+            m.submodules[f"linear{k}"] = dense = LinearStage(lin, in_shapes, cells, self.table_bits)
             m.d.comb += dense.inp.eq(counts)
             counts, shapes = cut(dense.out, f"linear{k}_r"), [dense.out_shape] * lin.outputs
         lo = g.linear[-1].lo if g.linear else 0

@@ -39,19 +39,20 @@ ACC_LIMIT = 1 << 24  # float32 holds every integer below this exactly
 
 @dataclass
 class Quant:
-    """A QuantizeLinear's parameters, broadcast per channel: centred codes lie in lo..hi."""
+    """A QuantizeLinear's parameters (per tensor or per channel) and its raw code range."""
     scale: np.ndarray  # float64, exact copies of the float32 scales
     zero: np.ndarray  # int64
     qmin: int
     qmax: int
 
-    @property
-    def lo(self) -> np.ndarray:
-        return self.qmin - self.zero
 
-    @property
-    def hi(self) -> np.ndarray:
-        return self.qmax - self.zero
+def _per_channel(a, ndim: int, axis: int) -> np.ndarray:
+    """A per-tensor (scalar) or per-channel (vector along ``axis``) parameter, shaped to broadcast."""
+    a = np.asarray(a)
+    shape = [1] * ndim
+    if a.size > 1:
+        shape[axis] = -1
+    return np.reshape(a, shape)
 
 
 def _pow2_exponent(scale: np.ndarray, what: str) -> np.ndarray:
@@ -148,10 +149,7 @@ class _Model:
         q = self.quant(node)
         x = self.consts[node.input[0]].astype(np.float32)
         axis = self.attr(node, "axis", 1)
-        shape = [1] * x.ndim
-        if q.scale.size > 1:
-            shape[axis] = -1
-        scale, zero = np.reshape(q.scale.astype(np.float32), shape), np.reshape(q.zero, shape)
+        scale, zero = _per_channel(q.scale.astype(np.float32), x.ndim, axis), _per_channel(q.zero, x.ndim, axis)
         return np.clip(np.rint(x / scale) + zero, q.qmin, q.qmax).astype(np.int64)
 
     def dequantize_const(self, node) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -160,11 +158,8 @@ class _Model:
         scale = self.consts[node.input[1]].astype(np.float64)
         zero = self.consts[node.input[2]].astype(np.int64) if len(node.input) > 2 and node.input[2] else 0
         axis = self.attr(node, "axis", 1)
-        shape = [1] * q.ndim
-        if np.ndim(scale):
-            shape[axis] = -1
-        values = ((q - np.reshape(zero, shape)).astype(np.float32) * np.reshape(scale, shape).astype(np.float32))
-        return values, q - np.reshape(zero, shape), scale, axis
+        centred = q - _per_channel(zero, q.ndim, axis)
+        return centred.astype(np.float32) * _per_channel(scale, q.ndim, axis).astype(np.float32), centred, scale, axis
 
     def next(self, name: str):
         """The one node reading tensor ``name`` (None at the graph output)."""
@@ -196,9 +191,14 @@ def _same_quant(a: Quant, b: Quant) -> bool:
     return np.array_equal(a.scale, b.scale) and np.array_equal(a.zero, b.zero)
 
 
-def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str | None = None) -> tuple[Graph, dict]:
-    """Lower the QDQ MLP in ``path`` to an IR graph; returns (graph, description of what was read)."""
-    m = _Model(Path(path))
+def load_model(path: Path) -> "_Model":
+    """The ONNX file, checked (QONNX nodes lowered to QDQ by qonnx) and indexed for the walk."""
+    return _Model(Path(path))
+
+
+def import_onnx(m: "_Model", path: Path, obs_width: int = 16, act_width: int = 16,
+                env: str | None = None) -> tuple[Graph, dict]:
+    """Lower the QDQ MLP ``m`` (read from ``path``) to an IR graph; returns (graph, what was read)."""
     dims = m.input.type.tensor_type.shape.dim
     if len(dims) != 2 or not dims[1].dim_value:
         raise UserError(f"input {m.input.name!r}: expected shape (N, D) with a fixed D")
@@ -241,9 +241,12 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
     # the observation's quantiser
     q_node = expect(step(m.input.name), ("QuantizeLinear",), "the observation")
     q_in = m.quant(q_node)
-    e_in = _pow2_exponent(q_in.scale, "the observation's QuantizeLinear")
+    exps = _pow2_exponent(q_in.scale, "the observation's QuantizeLinear")
+    if len(set(exps.tolist())) != 1:
+        raise UserError("per-channel observation scales are not supported")
+    e_in = int(exps[0])
     dq, qmin_in, qmax_in = dequantize_after(q_node, q_in, "the observation")
-    cur_q, cur, layers = q_in, dq.output[0], []
+    cur, layers = dq.output[0], []
     lo_in = np.broadcast_to(qmin_in - q_in.zero, (obs_dim,)).astype(np.int64)
     hi_in = np.broadcast_to(qmax_in - q_in.zero, (obs_dim,)).astype(np.int64)
     cur_lo, cur_hi = lo_in, hi_in
@@ -251,9 +254,7 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
     # The chain as integer algebra: between two QuantizeLinear nodes the value is an affine function
     # of the current codes, ``2**e * (W @ codes + beta)`` (``pending``); each QuantizeLinear turns it
     # into an IR layer. The first op that is not affine (Tanh, ...) starts the tail.
-    e_cur = int(np.max(_pow2_exponent(q_in.scale, "input scale")))
-    if len(set(_pow2_exponent(q_in.scale, "input scale").tolist())) != 1:
-        raise UserError("per-channel observation scales are not supported")
+    e_cur = e_in  # the exponent of the current codes
     pending, last_q_output, last_zero = None, None, None  # pending: {"w": (out, in) int, "beta": (out,) int, "e": (out,) int, "relu"}
 
     def start_identity() -> dict:
@@ -323,13 +324,13 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
                 pending = start_identity()  # a requantisation of the codes themselves
             q_out = m.quant(node)
             n_out = len(pending["beta"])
-            e_out = np.broadcast_to(_pow2_exponent(q_out.scale, f"{where}"), (n_out,))
-            if q_out.lo.size > 1 or q_out.hi.size > 1:
-                raise UserError(f"{where}: per-channel zero points are not supported")
+            e_out = _pow2_exponent(q_out.scale, where)
+            if e_out.size > 1 or q_out.zero.size > 1:
+                raise UserError(f"{where}: per-channel output scales or zero points are not supported")
             dqn, qmin_o, qmax_o = dequantize_after(node, q_out, where)
             # code = round_half_even(2**(e - e_out) * (W x + beta)): one shift per layer (the smallest
             # exponent), rows with larger exponents scaled up by the difference
-            d = pending["e"] - e_out
+            d = pending["e"] - int(e_out[0])
             low = int(d.min())
             rows = pending["w"] << (d - low)[:, None]
             bias = pending["beta"] << (d - low)
@@ -341,11 +342,9 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
                 raise UserError(f"{where}: sums can reach {int(span.max())} quanta, beyond float32's exact integers "
                                 f"(2**24), so the ONNX model itself rounds them")
             layers.append(Linear(rows.tolist(), bias.tolist(), -low, lo_o, hi_o, "half_even"))
-            cur_q, cur, pending, last_q_output = q_out, dqn.output[0], None, dqn.input[0]
+            cur, pending, last_q_output = dqn.output[0], None, dqn.input[0]
             last_zero = dqn.input[2] if len(dqn.input) > 2 and dqn.input[2] else None
             e_cur = int(e_out[0])
-            if len(set(e_out.tolist())) != 1:
-                raise UserError(f"{where}: per-channel output scales are not supported")
             cur_lo, cur_hi = np.full(n_out, lo_o), np.full(n_out, hi_o)
             node = step(cur)
             continue
@@ -404,19 +403,17 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
         return v
 
     # observation: fixed point fine enough for every threshold, comparators for every code step
-    e0 = int(e_in.max())
-    span = float(np.max(np.maximum(np.abs(lo_in - 1), np.abs(hi_in + 1)) * np.ldexp(1.0, e_in)))
+    span = float(np.max(np.maximum(np.abs(lo_in - 1), np.abs(hi_in + 1))) * 2.0 ** e_in)
     frac = obs_width - 2 - math.floor(math.log2(span))
-    if frac < -e0 + 1:
+    if frac < -e_in + 1:
         raise UserError(f"--obs-width {obs_width} is too narrow for the observation quantiser (range +-{span:g} at "
-                        f"steps of {2.0 ** e0:g}); use --obs-width {obs_width + (-e0 + 1 - frac)} or more")
+                        f"steps of {2.0 ** e_in:g}); use --obs-width {obs_width + (-e_in + 1 - frac)} or more")
     fmt = FixedFormat(obs_width, frac)
-    scale_in = np.broadcast_to(np.ldexp(1.0, e_in), (obs_dim,))
     comparators, groups = [], []
     grid = np.arange(fmt.min_int, fmt.max_int + 1, dtype=np.int64)
     for d in range(obs_dim):
         # centred code of each representable input, as onnxruntime computes it (exact: powers of two)
-        code = np.clip(np.rint(grid * 2.0 ** -frac / scale_in[d]), lo_in[d], hi_in[d]).astype(np.int64)
+        code = np.clip(np.rint(grid * 2.0 ** (-frac - e_in)), lo_in[d], hi_in[d]).astype(np.int64)
         start = len(comparators)
         for c in range(int(lo_in[d]) + 1, int(hi_in[d]) + 1):
             first_at = int(np.searchsorted(code, c))  # the code never decreases along the grid
@@ -430,8 +427,7 @@ def import_onnx(path: Path, obs_width: int = 16, act_width: int = 16, env: str |
 
     last = layers[-1]
     codes = np.arange(last.lo, last.hi + 1)
-    out_scale = np.broadcast_to(np.ldexp(1.0, _pow2_exponent(cur_q.scale, "output scale")), (last.outputs,))
-    values = np.stack([apply_tail(codes * out_scale[a]) for a in range(last.outputs)])
+    values = np.stack([apply_tail(codes * 2.0 ** e_cur)] * last.outputs)  # e_cur: the last layer's codes
     peak = float(np.max(np.abs(values))) or 1.0
     a_frac = act_width - 1 - (math.floor(math.log2(peak)) + 1)
     a_fmt = FixedFormat(act_width, a_frac)
@@ -457,7 +453,7 @@ def reference_session_options(ort):
     return opts
 
 
-def check_against_onnxruntime(path: Path, graph: Graph, n: int = 20000, seed: int = 0) -> dict:
+def check_against_onnxruntime(m: "_Model", graph: Graph, n: int = 20000, seed: int = 0) -> dict:
     """Run the ONNX model (onnxruntime, :func:`reference_session_options`) and the IR on the same
     fixed-point observations: the last layer's codes must be equal; actions may differ only by the
     action format's rounding (half an LSB)."""
@@ -467,8 +463,8 @@ def check_against_onnxruntime(path: Path, graph: Graph, n: int = 20000, seed: in
     except ImportError:
         raise UserError("dwc import checks itself with onnxruntime: pip install 'dwc[onnx]'") from None
     from . import reference as ref
-    m = _Model(Path(path))
-    model = m.model
+    model = onnx.ModelProto()
+    model.CopyFrom(m.model)  # the check adds an output; the loaded model stays as read
     zp = m.consts.get(graph.meta["onnx_codes_zero_point"]) if graph.meta["onnx_codes_zero_point"] else None
     kind = onnx.TensorProto.UINT8 if zp is None else onnx.helper.np_dtype_to_tensor_dtype(zp.dtype)
     model.graph.output.append(onnx.helper.make_tensor_value_info(graph.meta["onnx_codes_tensor"], kind, None))
