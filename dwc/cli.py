@@ -21,6 +21,8 @@ stages:
   synth   yosys + nextpnr for ECP5 / iCE40 (bitstream, Fmax) or Xilinx 7 (LUT estimate); report.json
   hil     episodes with every action from the circuit over its UART link: a board, or --sim
   policies  list the shipped pretrained policies (policies/) with their returns
+  sweep   tasks x seeds x configs on Ray (this machine, or a cluster): train, frozen eval, hardware
+  report  the paper-style table (median and quartiles over seeds) and learning curves of a sweep
 
 quick start (about 10 minutes on a 2-core laptop):
   dwc train --env InvertedPendulum-v5 --steps 15000 --learning-starts 2000 --width 256 --thermo-bits 31 --out runs/ip
@@ -113,74 +115,27 @@ def _add_eval(sub):
     p.add_argument("--no-progress", action="store_true")
 
 
-TRAIN_FIELDS = {"env": "env", "algo": "algo", "steps": "steps", "seed": "seed", "device": "device",
-                "cuda_graphs": "cuda_graphs",
-                "num_envs": "num_envs", "threads": "threads", "checkpoint_every": "checkpoint_every",
-                "eval_episodes": "eval_episodes"}
-ACTOR_FIELDS = {"policy": "policy", "layers": "layers", "width": "width", "lut_inputs": "lut_inputs",
-                "thermo_bits": "thermo_bits", "wiring": "wiring", "hidden": "hidden", "weight_bits": "weight_bits",
-                "act_bits": "act_bits", "out_bits": "out_bits", "fan_in": "fan_in"}
-SAC_FIELDS = {"learning_starts": "learning_starts", "batch_size": "batch_size", "buffer_size": "buffer_size",
-              "actor_lr": "actor_lr"}
-PPO_FIELDS = {"rollout_steps": "rollout_steps"}
-# What may change when resuming: how long and where to run, not what is trained.
-RESUMABLE = {"steps", "device", "cuda_graphs", "threads", "checkpoint_every", "eval_episodes"}
-
-
 def _train_config(args):
-    from .config import TrainConfig
+    from .config import OPTIONS, RESUMABLE, config_from_options, option_value
     from .rl.run import load_config
 
-    given = {k: v for k, v in vars(args).items() if v is not None}
+    given = {k: v for k, v in vars(args).items() if v is not None and k in OPTIONS}
     if args.resume:
         cfg = load_config(args.out)
-        stored = cfg.to_dict()
-        for k in list(TRAIN_FIELDS) + list(ACTOR_FIELDS) + list(SAC_FIELDS) + list(PPO_FIELDS):
-            if k in given and k not in RESUMABLE:
-                section = stored["actor"] if k in ACTOR_FIELDS else stored["sac"] if k in SAC_FIELDS else \
-                    stored["ppo"] if k in PPO_FIELDS else stored
-                if section.get(k) != given[k]:
-                    raise UserError(f"--resume: --{k.replace('_', '-')} {given[k]} differs from the run's "
-                                    f"{section.get(k)}; a resumed run keeps its config")
+        for k, v in given.items():
+            if k not in RESUMABLE and option_value(cfg, k) != v:
+                raise UserError(f"--resume: --{k.replace('_', '-')} {v} differs from the run's "
+                                f"{option_value(cfg, k)}; a resumed run keeps its config")
         for k in RESUMABLE & given.keys():
             setattr(cfg, k, given[k])
         return cfg
-    cfg = TrainConfig()
-    for src, sec in ((TRAIN_FIELDS, cfg), (ACTOR_FIELDS, cfg.actor), (SAC_FIELDS, cfg.sac), (PPO_FIELDS, cfg.ppo)):
-        for k, field in src.items():
-            if k in given:
-                setattr(sec, field, given[k])
-    if cfg.actor.policy == "gates":  # a gate is a 2-input LUT on a fixed random wiring (as published)
-        if given.get("lut_inputs", 2) != 2 or given.get("wiring", "random") != "random":
-            raise UserError("--policy gates: gates have 2 inputs and a random wiring; drop --lut-inputs / --wiring")
-        cfg.actor.lut_inputs, cfg.actor.wiring = 2, "random"
-    _validate(cfg)
-    return cfg
-
-
-def _validate(cfg) -> None:
-    a = cfg.actor
-    checks = [
-        (cfg.steps >= 1, f"--steps must be >= 1, got {cfg.steps}"),
-        (cfg.num_envs >= 1, f"--num-envs must be >= 1, got {cfg.num_envs}"),
-        (cfg.threads >= 1, f"--threads must be >= 1, got {cfg.threads}"),
-        (cfg.checkpoint_every >= 1, f"--checkpoint-every must be >= 1, got {cfg.checkpoint_every}"),
-        (cfg.eval_episodes >= 1, f"--eval-episodes must be >= 1, got {cfg.eval_episodes}"),
-        (2 <= a.lut_inputs <= 6, f"--lut-inputs must be in 2..6, got {a.lut_inputs}"),
-        (a.layers >= 1, f"--layers must be >= 1, got {a.layers}"),
-        (2 <= a.weight_bits <= 8, f"--weight-bits must be in 2..8, got {a.weight_bits}"),
-        (1 <= a.act_bits <= 8, f"--act-bits must be in 1..8, got {a.act_bits}"),
-        (2 <= a.out_bits <= 10, f"--out-bits must be in 2..10, got {a.out_bits}"),
-        (a.fan_in >= 0, f"--fan-in must be >= 0 (0 = dense), got {a.fan_in}"),
-        (a.hidden >= 1, f"--hidden must be >= 1, got {a.hidden}"),
-        (a.width >= 1, f"--width must be >= 1, got {a.width}"),
-        (a.thermo_bits >= 3 and a.thermo_bits % 2 == 1, f"--thermo-bits must be odd and >= 3, got {a.thermo_bits}"),
-        (cfg.sac.batch_size >= 1, f"--batch-size must be >= 1, got {cfg.sac.batch_size}"),
-        (cfg.ppo.rollout_steps >= 1, f"--rollout-steps must be >= 1, got {cfg.ppo.rollout_steps}"),
-    ]
-    for ok, msg in checks:
-        if not ok:
-            raise UserError(msg)
+    try:
+        return config_from_options(given)
+    except UserError as e:  # name the flags as the user typed them
+        msg = str(e)
+        if msg.startswith("policy gates:"):
+            msg = "--policy gates: gates have 2 inputs and a random wiring; drop --lut-inputs / --wiring"
+        raise UserError(msg) from None
 
 
 def _print_eval(result: dict, as_json: bool) -> None:
@@ -657,6 +612,80 @@ def cmd_hil(args) -> int:
 POLICIES_DIR = Path(__file__).resolve().parent.parent / "policies"  # the repository's shipped policies
 
 
+SWEEP_HELP = """\
+A spec (YAML); every task x config x seed is one run:
+
+{spec}
+examples:
+  dwc sweep sweep.yaml --out sweeps/paper          # a local Ray engine on this machine
+  dwc sweep sweep.yaml --out sweeps/paper          # again: finished runs are kept, the rest resume
+  dwc sweep sweep.yaml --out /nfs/sweeps/paper --address auto   # on a running Ray cluster
+  dwc report sweeps/paper
+
+A run whose worker dies is restarted by Ray (up to resources.max_retries) and resumes from its last
+checkpoint (every --checkpoint-every steps, an option like any other). Ctrl-C stops the sweep; the
+running runs checkpoint first. On a cluster, every node needs dwc installed and the sweep folder on
+shared storage; --address (or RAY_ADDRESS) names the cluster, as ray.init takes it.
+"""
+
+
+def _add_sweep(sub):
+    from .sweep import SPEC_HELP
+    p = sub.add_parser("sweep", help="tasks x seeds x configs as Ray tasks: train, frozen eval, optional hardware",
+                       description="Run a sweep spec: every run trains (GPU where the workers have one), evaluates "
+                                   "the float and the frozen policy, and optionally compiles, verifies and "
+                                   "synthesises, as a task on Ray. Resumable; dwc report makes the table.",
+                       epilog=SWEEP_HELP.format(spec=SPEC_HELP), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("spec", type=Path, help="sweep spec (YAML, see below)")
+    p.add_argument("--out", type=Path, help="sweep folder (default sweeps/SPEC-NAME)")
+    p.add_argument("--address", help="a running Ray cluster (auto, HOST:PORT or ray://HOST:PORT); default: a "
+                                     "local engine on this machine, or RAY_ADDRESS when set")
+    p.add_argument("--cpus", type=int, help="local engine: CPUs to use (default all)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the final state as JSON")
+
+
+def cmd_sweep(args) -> int:
+    import signal
+
+    from .sweep import sweep
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # a polite kill stops like Ctrl-C
+    if args.cpus is not None and args.cpus < 1:
+        raise UserError(f"--cpus must be >= 1, got {args.cpus}")
+    state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args))
+    runs = state["runs"].values()
+    failed = [r for r in runs if r["state"] == "failed"]
+    if args.json:
+        print(json.dumps(state, indent=2))
+    else:
+        out = args.out or Path("sweeps") / args.spec.stem
+        print(f"{sum(r['state'] == 'finished' for r in runs)}/{len(runs)} runs finished"
+              + (f", {len(failed)} failed (see {out}/sweep.json)" if failed else "") + f"; table: dwc report {out}")
+    return 1 if failed else 0
+
+
+def _add_report(sub):
+    p = sub.add_parser("report", help="paper-style table and learning curves of a sweep",
+                       description="Median and quartiles over seeds per task and config: float, frozen and "
+                                   "hardware (Verilator) return, LUTs, Fmax. Writes SWEEP/report.json, "
+                                   "SWEEP/report.md and SWEEP/curves_TASK.png. Works on a sweep still running.")
+    p.add_argument("sweep", type=Path, help="sweep folder written by dwc sweep")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def cmd_report(args) -> int:
+    from .report import LEGEND, report, table
+    rep = report(args.sweep)
+    if args.json:
+        print(json.dumps(rep, indent=2))
+        return 0
+    print(table(rep["rows"]))
+    print(f"\n{LEGEND}\n{rep['runs_finished']}/{rep['runs_planned']} runs finished"
+          + (f"; failed: {', '.join(rep['failed'])}" if rep["failed"] else "")
+          + f"\nwritten: {args.sweep / 'report.json'}, {args.sweep / 'report.md'}, " + ", ".join(rep["curves"]))
+    return 0
+
+
 def _add_policies(sub):
     p = sub.add_parser("policies", help="list the shipped pretrained policies with their returns",
                        description=f"List the policies shipped in {POLICIES_DIR} (each a run directory: "
@@ -710,6 +739,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_synth(sub)
     _add_hil(sub)
     _add_policies(sub)
+    _add_sweep(sub)
+    _add_report(sub)
     return parser
 
 
@@ -724,14 +755,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export, "build": cmd_build, "demo": cmd_demo,
                 "compile": cmd_compile, "import": cmd_import, "verify": cmd_verify, "synth": cmd_synth,
-                "hil": cmd_hil, "policies": cmd_policies}[args.command](args)
+                "hil": cmd_hil, "policies": cmd_policies, "sweep": cmd_sweep, "report": cmd_report}[args.command](args)
     except UserError as e:
         print(f"dwc {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\ndwc {args.command}: interrupted" +
               (f"; checkpoint kept in {args.out}, continue with: dwc train --out {args.out} --resume"
-               if args.command == "train" else ""), file=sys.stderr)
+               if args.command == "train" else
+               f"; finished runs are kept and the others checkpointed, continue with the same dwc sweep command"
+               if args.command == "sweep" else ""), file=sys.stderr)
         return 130
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from .errors import UserError
 from .models.actors import ActorConfig
 
 
@@ -72,3 +73,71 @@ class TrainConfig:
                 raise ValueError(f"unknown config field {k!r}")
             kwargs[k] = nested[k](**v) if k in nested else v
         return cls(**kwargs)
+
+
+# dwc train's options (flag names without "--", dashes as underscores) -> the config section holding them.
+# The CLI and sweep specs both set a TrainConfig through this one table.
+OPTIONS = {
+    **{k: None for k in ("env", "algo", "steps", "seed", "device", "cuda_graphs", "num_envs", "threads",
+                         "checkpoint_every", "eval_episodes")},
+    **{k: "actor" for k in ("policy", "layers", "width", "lut_inputs", "thermo_bits", "wiring", "hidden",
+                            "weight_bits", "act_bits", "out_bits", "fan_in")},
+    **{k: "sac" for k in ("learning_starts", "batch_size", "buffer_size", "actor_lr")},
+    **{k: "ppo" for k in ("rollout_steps",)},
+}
+# What may change when resuming: how long and where to run, not what is trained.
+RESUMABLE = {"steps", "device", "cuda_graphs", "threads", "checkpoint_every", "eval_episodes"}
+
+
+def option_value(cfg: TrainConfig, name: str):
+    section = OPTIONS[name]
+    return getattr(getattr(cfg, section) if section else cfg, name)
+
+
+def config_from_options(options: dict, where: str = "option") -> TrainConfig:
+    """A validated TrainConfig from dwc train's options; ``where`` names their source in errors."""
+    cfg = TrainConfig()
+    for name, value in options.items():
+        if name not in OPTIONS:
+            raise UserError(f"unknown {where} {name!r}; known: {', '.join(sorted(OPTIONS))}")
+        section = getattr(cfg, OPTIONS[name]) if OPTIONS[name] else cfg
+        default = getattr(section, name)
+        if type(default) is float and type(value) is int:
+            value = float(value)
+        if type(value) is not type(default):
+            raise UserError(f"{where} {name}: expected {type(default).__name__}, got {value!r}")
+        setattr(section, name, value)
+    if cfg.actor.policy == "gates":  # a gate is a 2-input LUT on a fixed random wiring (as published)
+        if options.get("lut_inputs", 2) != 2 or options.get("wiring", "random") != "random":
+            raise UserError("policy gates: gates have 2 inputs and a random wiring; drop lut_inputs / wiring")
+        cfg.actor.lut_inputs, cfg.actor.wiring = 2, "random"
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: TrainConfig) -> None:
+    a = cfg.actor
+    checks = [
+        (cfg.algo in ("sac", "ppo"), f"--algo must be sac or ppo, got {cfg.algo!r}"),
+        (a.policy in ("dwc", "gates", "qmlp", "mlp"), f"--policy must be dwc, gates, qmlp or mlp, got {a.policy!r}"),
+        (a.wiring in ("learnable", "random"), f"--wiring must be learnable or random, got {a.wiring!r}"),
+        (cfg.steps >= 1, f"--steps must be >= 1, got {cfg.steps}"),
+        (cfg.num_envs >= 1, f"--num-envs must be >= 1, got {cfg.num_envs}"),
+        (cfg.threads >= 1, f"--threads must be >= 1, got {cfg.threads}"),
+        (cfg.checkpoint_every >= 1, f"--checkpoint-every must be >= 1, got {cfg.checkpoint_every}"),
+        (cfg.eval_episodes >= 1, f"--eval-episodes must be >= 1, got {cfg.eval_episodes}"),
+        (2 <= a.lut_inputs <= 6, f"--lut-inputs must be in 2..6, got {a.lut_inputs}"),
+        (a.layers >= 1, f"--layers must be >= 1, got {a.layers}"),
+        (2 <= a.weight_bits <= 8, f"--weight-bits must be in 2..8, got {a.weight_bits}"),
+        (1 <= a.act_bits <= 8, f"--act-bits must be in 1..8, got {a.act_bits}"),
+        (2 <= a.out_bits <= 10, f"--out-bits must be in 2..10, got {a.out_bits}"),
+        (a.fan_in >= 0, f"--fan-in must be >= 0 (0 = dense), got {a.fan_in}"),
+        (a.hidden >= 1, f"--hidden must be >= 1, got {a.hidden}"),
+        (a.width >= 1, f"--width must be >= 1, got {a.width}"),
+        (a.thermo_bits >= 3 and a.thermo_bits % 2 == 1, f"--thermo-bits must be odd and >= 3, got {a.thermo_bits}"),
+        (cfg.sac.batch_size >= 1, f"--batch-size must be >= 1, got {cfg.sac.batch_size}"),
+        (cfg.ppo.rollout_steps >= 1, f"--rollout-steps must be >= 1, got {cfg.ppo.rollout_steps}"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise UserError(msg)

@@ -17,9 +17,10 @@ EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse training seeds
 
 
 def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True,
-          command: list[str] | None = None) -> dict:
-    """Train (or resume) into ``out``; finish with a deterministic evaluation written to eval.json.
-    ``command`` (the CLI words) is recorded in RUN/commands.txt."""
+          command: list[str] | None = None, frozen: bool = False) -> dict:
+    """Train (or resume) into ``out``; finish with a deterministic evaluation written to eval.json
+    (with ``frozen``, of the frozen integer circuit too). ``command`` (the CLI words) is recorded in
+    RUN/commands.txt."""
     if cfg.algo not in ("sac", "ppo"):
         raise UserError(f"unknown --algo {cfg.algo!r} (choose sac or ppo)")
     device = resolve_device(cfg.device)
@@ -38,7 +39,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
             (train_sac if cfg.algo == "sac" else train_ppo)(cfg, run, device)
     finally:
         run.close()
-    return evaluate_run(out, cfg.eval_episodes, device=str(device), progress=progress)
+    return evaluate_run(out, cfg.eval_episodes, device=str(device), progress=progress, frozen=frozen)
 
 
 def load_actor(run_dir: Path, device: str = "cpu"):

@@ -1,0 +1,379 @@
+"""``dwc sweep``: tasks x seeds x policy configs, every run a task on Ray.
+
+One run = train (resuming from its checkpoint when one exists) -> evaluation of the float and the
+frozen policy on the same seeds -> optionally compile + Verilator verify (+ synthesis), through the
+same functions as ``dwc train`` and ``dwc build``. Ray places the runs (one machine by default, a
+running cluster when its address is given) and restarts a run whose worker died; the restarted run
+resumes from its last checkpoint. A run that finished wrote ``result.json`` and is never redone,
+so stopping a sweep and starting it again continues it.
+
+Layout (``dwc report`` reads it)::
+
+    SWEEP/spec.yaml, SWEEP/sweep.json               the spec and the runs it expands to, their state
+    SWEEP/runs/TASK/CONFIG/seedS/run/               the training run (a dwc train run directory)
+    SWEEP/runs/TASK/CONFIG/seedS/build/             compile / verify / synth (hardware section)
+    SWEEP/runs/TASK/CONFIG/seedS/result.json        the run's figures, written last
+    SWEEP/runs/TASK/CONFIG/seedS/attempts.jsonl     one line per start: pid, host, resumed or not
+    SWEEP/runs/TASK/CONFIG/seedS/worker.log         everything the run printed
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import OPTIONS, RESUMABLE, TrainConfig, config_from_options, option_value
+from .errors import UserError
+from .rl.run import CHECKPOINT, METRICS, write_json
+
+SPEC_HELP = """\
+tasks: [InvertedPendulum-v5, Hopper-v5]   # Gymnasium env ids
+seeds: 10                                 # 1..10, or a list: [1, 2, 3]
+steps: 300000                             # env steps per run
+options: {algo: sac}                      # dwc train options shared by every config
+configs:                                  # name -> dwc train options (names as the flags, - or _)
+  dwc: {policy: dwc, width: [256, 1024]}  # a list expands: configs dwc-width256, dwc-width1024
+  mlp: {policy: mlp}
+hardware:                                 # optional: after training, per circuit run
+  target: ecp5-25k                        # compile + Verilator verify, then synthesis (none: no synthesis)
+  episodes: 3                             # closed-loop episodes in Verilator
+resources:                                # optional
+  cpus_per_run: 1                         # Ray CPUs per run, also its torch threads
+  gpus_per_run: auto                      # auto: 1 when the cluster has GPUs, else 0; 0.25 packs 4 runs per GPU
+  max_retries: 3                          # restarts of a run whose worker died (each resumes)
+"""
+
+SPEC_KEYS = {"tasks", "seeds", "steps", "options", "configs", "hardware", "resources"}
+HARDWARE_KEYS = {"target": "none", "episodes": 3, "pipeline": "max", "freq": 200.0}
+RESOURCE_KEYS = {"cpus_per_run": 1, "gpus_per_run": "auto", "max_retries": 3}
+# Options that change where and how fast a run goes, not what it computes: not part of a run's identity.
+PLACEMENT = {"device", "cuda_graphs", "threads", "checkpoint_every"}
+RESULT = "result.json"
+ATTEMPTS = "attempts.jsonl"
+
+
+@dataclass
+class Job:
+    id: str  # TASK/CONFIG/seedS
+    task: str
+    config: str
+    seed: int
+    dir: Path
+    cfg: TrainConfig
+    hardware: dict | None
+
+    @property
+    def key(self) -> str:
+        """What the run computes: a changed key means the recorded result is not this run's."""
+        c = {k: v for k, v in self.cfg.to_dict().items() if k not in PLACEMENT}
+        return hashlib.sha256(json.dumps([c, self.hardware], sort_keys=True).encode()).hexdigest()[:16]
+
+    def finished(self) -> bool:
+        p = self.dir / RESULT
+        return p.exists() and json.loads(p.read_text()).get("key") == self.key
+
+    def payload(self) -> dict:  # what a worker receives: plain data
+        return {"id": self.id, "task": self.task, "config": self.config, "seed": self.seed, "dir": str(self.dir),
+                "cfg": self.cfg.to_dict(), "hardware": self.hardware, "key": self.key}
+
+
+@dataclass
+class Spec:
+    path: Path
+    tasks: list[str]
+    seeds: list[int]
+    configs: dict[str, dict]  # expanded: name -> dwc train options
+    hardware: dict | None
+    resources: dict = field(default_factory=dict)
+
+    def jobs(self, out: Path) -> list[Job]:
+        jobs = []
+        for task, (name, opts), seed in itertools.product(self.tasks, self.configs.items(), self.seeds):
+            cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"{self.path}: config {name}: option")
+            cfg.threads = int(self.resources["cpus_per_run"])
+            hw = self.hardware if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit
+            jobs.append(Job(f"{task}/{name}/seed{seed}", task, name, seed, out / "runs" / task / name / f"seed{seed}",
+                            cfg, hw))
+        return jobs
+
+
+def _expand(name: str, opts: dict) -> dict[str, dict]:
+    """A list-valued option makes one config per value (the product over several lists)."""
+    lists = [(k, v) for k, v in opts.items() if isinstance(v, list)]
+    if not lists:
+        return {name: opts}
+    out = {}
+    for values in itertools.product(*(v for _, v in lists)):
+        suffix = "-".join(f"{k.replace('_', '-')}{v}" for (k, _), v in zip(lists, values))
+        out[f"{name}-{suffix}"] = {**opts, **{k: v for (k, _), v in zip(lists, values)}}
+    return out
+
+
+def load_spec(path: Path) -> Spec:
+    """Read and check a sweep spec; every problem is one UserError line naming the file."""
+    import yaml
+
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"no sweep spec at {path}") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: expected a mapping with tasks, seeds, steps, configs")
+    if unknown := set(raw) - SPEC_KEYS:
+        raise UserError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(SPEC_KEYS))}")
+    for k in ("tasks", "seeds", "configs"):
+        if k not in raw:
+            raise UserError(f"{path}: missing {k!r} (see dwc sweep --help)")
+
+    def mapping(v, what):
+        if not isinstance(v, dict):
+            raise UserError(f"{path}: {what} must be a mapping, got {v!r}")
+        return {str(k).replace("-", "_"): x for k, x in v.items()}
+
+    tasks = raw["tasks"] if isinstance(raw["tasks"], list) else [raw["tasks"]]
+    if not tasks or not all(isinstance(t, str) for t in tasks):
+        raise UserError(f"{path}: tasks must be a list of env ids, got {raw['tasks']!r}")
+    seeds = raw["seeds"]
+    if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1:
+        seeds = list(range(1, seeds + 1))
+    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)) or len(set(seeds)) != len(seeds):
+        raise UserError(f"{path}: seeds must be a count >= 1 or a list of distinct integers, got {raw['seeds']!r}")
+    shared = mapping(raw.get("options") or {}, "options")
+    if "steps" in raw:
+        shared["steps"] = raw["steps"]
+    for k in ("env", "seed"):
+        if k in shared:
+            raise UserError(f"{path}: options: {k} comes from {k}s, not options")
+    configs = {}
+    for name, opts in mapping(raw["configs"], "configs").items():
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
+            raise UserError(f"{path}: config name {name!r}: use letters, digits and _.+- (it names folders)")
+        for n, o in _expand(name, {**shared, **mapping(opts or {}, f"config {name}")}).items():
+            if n in configs:
+                raise UserError(f"{path}: config {n} defined twice")
+            configs[n] = o
+    if not configs:
+        raise UserError(f"{path}: configs is empty")
+    hardware = None
+    if raw.get("hardware") is not None:
+        from .fpga.synth import TARGETS
+        hw = mapping(raw["hardware"], "hardware")
+        if unknown := set(hw) - set(HARDWARE_KEYS):
+            raise UserError(f"{path}: hardware: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(HARDWARE_KEYS)}")
+        hardware = {**HARDWARE_KEYS, **hw}
+        if hardware["target"] != "none" and hardware["target"] not in TARGETS:
+            raise UserError(f"{path}: hardware: target {hardware['target']!r}: choose from {', '.join(TARGETS)} or none")
+        if not (isinstance(hardware["episodes"], int) and hardware["episodes"] >= 1):
+            raise UserError(f"{path}: hardware: episodes must be an integer >= 1")
+    res = {**RESOURCE_KEYS, **mapping(raw.get("resources") or {}, "resources")}
+    if unknown := set(res) - set(RESOURCE_KEYS):
+        raise UserError(f"{path}: resources: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(RESOURCE_KEYS)}")
+    if not (isinstance(res["cpus_per_run"], int) and res["cpus_per_run"] >= 1):
+        raise UserError(f"{path}: resources: cpus_per_run must be an integer >= 1")
+    if res["gpus_per_run"] != "auto" and not (isinstance(res["gpus_per_run"], (int, float)) and res["gpus_per_run"] >= 0):
+        raise UserError(f"{path}: resources: gpus_per_run must be auto or a number >= 0")
+    if not (isinstance(res["max_retries"], int) and res["max_retries"] >= 0):
+        raise UserError(f"{path}: resources: max_retries must be an integer >= 0")
+    from .rl.envs import check_env_id
+    for t in tasks:  # fail before any run starts
+        check_env_id(t).close()
+    spec = Spec(path, tasks, seeds, configs, hardware, res)
+    spec.jobs(Path("."))  # builds and validates every run's config
+    return spec
+
+
+def train_command(cfg: TrainConfig, out: Path) -> list[str]:
+    """The dwc train command line equivalent to a sweep run (recorded in its commands.txt)."""
+    default = TrainConfig()
+    words = ["dwc", "train"]
+    for name in OPTIONS:
+        v = option_value(cfg, name)
+        if name == "cuda_graphs":
+            words += [] if v else ["--no-cuda-graphs"]
+        elif v != option_value(default, name) or name in ("env", "policy", "algo", "steps", "seed"):
+            words += [f"--{name.replace('_', '-')}", str(v)]
+    return words + ["--out", str(out), "--no-progress"]
+
+
+def run_job(job: dict) -> dict:
+    """One sweep run, start to result.json; runs in a Ray worker (or anywhere: it is a plain function).
+    Returns the result, or {"id", "error"} for a problem a retry would not fix."""
+    import contextlib
+    import traceback
+
+    d = Path(job["dir"])
+    sweep_dir = d.parents[3]
+    if not sweep_dir.is_dir():
+        return {"id": job["id"], "error": f"{sweep_dir} is not visible on {socket.gethostname()}: on a cluster "
+                                          f"the sweep folder must be on storage every node mounts"}
+    d.mkdir(parents=True, exist_ok=True)
+    run = d / "run"
+    resumed = (run / CHECKPOINT).exists()
+    with open(d / ATTEMPTS, "a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": time.time(),
+                            "resumed": resumed}) + "\n")
+    t0 = time.perf_counter()
+    with open(d / "worker.log", "a", buffering=1) as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        try:
+            return _run(job, d, run, resumed, t0)
+        except UserError as e:
+            print(f"error: {e}")
+            return {"id": job["id"], "error": str(e)}
+        except Exception as e:  # a bug: keep the traceback with the run, report one line
+            traceback.print_exc()
+            return {"id": job["id"], "error": f"{type(e).__name__}: {e} (traceback in {d / 'worker.log'})"}
+
+
+def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float) -> dict:
+    from .build import build
+    from .rl.run import load_config
+    from .rl.train import train
+
+    cfg = TrainConfig.from_dict(job["cfg"])
+    if resumed:
+        stored = load_config(run).to_dict()
+        changed = [k for k, v in cfg.to_dict().items() if stored.get(k) != v and k not in RESUMABLE]
+        if changed:
+            raise UserError(f"{run} holds a run with other {', '.join(changed)} than the spec; "
+                            f"use another sweep folder or delete that run")
+    circuit = cfg.actor.policy != "mlp"
+    ev = train(cfg, run, resume=resumed, progress=False, command=train_command(cfg, run), frozen=circuit)
+    result = {"id": job["id"], "key": job["key"], "task": job["task"], "config": job["config"], "seed": job["seed"],
+              "policy": cfg.actor.policy, "train_steps": ev["train_steps"], "episodes": ev["episodes"],
+              "float_return": ev["mean_return"], "float_returns": ev["returns"],
+              "frozen_return": ev["frozen"]["mean_return"] if circuit else None,
+              "frozen_returns": ev["frozen"]["returns"] if circuit else None,
+              "hardware": job["hardware"], "rtl_return": None, "rtl_equals_frozen": None, "luts": None,
+              "fmax_mhz": None, "ir_luts": None, "latency_cycles": None}
+    if job["hardware"]:
+        hw = job["hardware"]
+        s = build(d / "build", from_run=run, target=hw["target"], pipeline=hw["pipeline"], episodes=hw["episodes"],
+                  freq=hw["freq"], progress=False)
+        syn = s["synth"] or {}
+        result.update(rtl_return=s["rtl_return"], rtl_equals_frozen=s["rtl_equals_frozen"], ir_luts=s["ir_luts"],
+                      latency_cycles=s["latency_cycles"], luts=syn.get("luts"), fmax_mhz=syn.get("fmax_mhz"),
+                      target=syn.get("target"))
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    write_json(d / RESULT, result)
+    return result
+
+
+def _last_step(job: Job) -> int:
+    """The run's latest logged step (the tail of its metrics), for the sweep's progress bar."""
+    p = job.dir / "run" / METRICS
+    try:
+        with open(p, "rb") as f:
+            f.seek(max(0, p.stat().st_size - 4096))
+            lines = f.read().decode(errors="replace").splitlines()
+        return int(json.loads(lines[-1])["step"]) if lines else 0
+    except (OSError, ValueError, KeyError, IndexError):
+        return 0
+
+
+def _start_ray(address: str | None, cpus: int | None):
+    try:
+        import ray
+    except ImportError:
+        raise UserError("dwc sweep runs on Ray: pip install 'dwc[sweep]' (or pip install ray)") from None
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    address = address or os.environ.get("RAY_ADDRESS")
+    try:
+        if address:  # a running cluster: it brings its own resources
+            ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+        else:  # a local engine for this machine, gone when the sweep ends
+            ray.init(num_cpus=cpus or os.cpu_count(), include_dashboard=False, logging_level="WARNING",
+                     log_to_driver=False, object_store_memory=100 * 2**20)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise UserError(f"cannot start Ray{' at ' + address if address else ''}: {str(e).splitlines()[0]}") from None
+    return ray, address or "local"
+
+
+def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, cpus: int | None = None,
+          progress: bool = True, log=print) -> dict:
+    """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state."""
+    import shutil
+
+    spec = load_spec(spec_path)
+    out = Path(out) if out else Path("sweeps") / Path(spec_path).stem
+    out.mkdir(parents=True, exist_ok=True)
+    if Path(spec_path).resolve() != (out / "spec.yaml").resolve():
+        shutil.copyfile(spec_path, out / "spec.yaml")
+    jobs = spec.jobs(out.resolve())
+    todo = [j for j in jobs if not j.finished()]
+    todo_ids = {j.id for j in todo}
+    state = {"spec": str(spec_path), "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
+                                                     "config": j.config, "seed": j.seed,
+                                                     "state": "todo" if j.id in todo_ids else "finished"} for j in jobs}}
+    log(f"{out}: {len(jobs)} runs ({len(spec.tasks)} tasks x {len(spec.configs)} configs x {len(spec.seeds)} seeds); "
+        f"{len(jobs) - len(todo)} finished earlier (kept), {len(todo)} to run")
+    write_json(out / "sweep.json", state)
+    if not todo:
+        return state
+    ray, where = _start_ray(address, cpus)
+    pending = {}
+    try:
+        gpus = spec.resources["gpus_per_run"]
+        if gpus == "auto":
+            gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
+        res = ray.cluster_resources()
+        log(f"engine: Ray {ray.__version__} ({where}): {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs; "
+            f"each run {spec.resources['cpus_per_run']} CPU, {gpus:g} GPU, up to {spec.resources['max_retries']} restarts")
+        task = ray.remote(run_job)
+        for j in todo:
+            j.cfg.device = "cuda" if gpus > 0 else "cpu"
+            ref = task.options(num_cpus=spec.resources["cpus_per_run"], num_gpus=gpus, name=j.id,
+                               max_retries=spec.resources["max_retries"], retry_exceptions=False).remote(j.payload())
+            pending[ref] = j
+        _wait(ray, pending, state, out, progress, log)
+    except KeyboardInterrupt:
+        # Ray raises KeyboardInterrupt inside each running run, which then checkpoints; give them a moment.
+        for ref in pending:
+            ray.cancel(ref)
+        ray.wait(list(pending), num_returns=len(pending), timeout=30)
+        raise
+    finally:
+        ray.shutdown()
+    return state
+
+
+def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> None:
+    from tqdm import tqdm
+
+    jobs = list(pending.values())
+    bar = tqdm(total=sum(j.cfg.steps for j in jobs), unit="step", disable=not progress, dynamic_ncols=True,
+               desc=f"sweep ({len(jobs)} runs)")
+    t_last, ended = 0.0, set()
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
+        ended |= {pending[ref].id for ref in done}
+        if time.monotonic() - t_last > 2.0 or done:
+            bar.n = sum(j.cfg.steps if j.id in ended else min(_last_step(j), j.cfg.steps) for j in jobs)
+            bar.refresh()
+            t_last = time.monotonic()
+        for ref in done:
+            j = pending.pop(ref)
+            try:
+                r = ray.get(ref)
+            except ray.exceptions.RayError as e:  # its worker died more often than max_retries allows
+                r = {"id": j.id, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
+            rec = state["runs"][j.id]
+            if "error" in r:
+                rec.update(state="failed", error=r["error"])
+                bar.write(f"FAILED {j.id}: {r['error']}")
+            else:
+                rec.update(state="finished")
+                frozen = f", frozen {r['frozen_return']:.1f}" if r["frozen_return"] is not None else ""
+                rtl = f", RTL {r['rtl_return']:.1f}" if r["rtl_return"] is not None else ""
+                bar.write(f"done {j.id}: return {r['float_return']:.1f}{frozen}{rtl} "
+                          f"({r['train_steps']} steps, {r['seconds']:.0f} s)")
+            write_json(out / "sweep.json", state)
+    bar.close()

@@ -1,0 +1,216 @@
+"""dwc sweep / dwc report: spec expansion and errors, the equivalent dwc train command, the
+aggregation, and a real sweep on a local Ray engine with a worker killed mid-run and the driver
+stopped and restarted."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dwc.cli import build_parser, main
+from dwc.errors import UserError
+from dwc.report import aggregate, curve, quartiles
+from dwc.sweep import load_spec, train_command
+
+SMALL = {"learning_starts": 300, "batch_size": 32, "checkpoint_every": 200, "eval_episodes": 2, "thermo_bits": 7,
+         "width": 32, "lut_inputs": 4, "hidden": 32}
+
+
+def write_spec(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_spec_expands_lists_and_shares_options(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "s.yaml", """
+tasks: [InvertedPendulum-v5, InvertedDoublePendulum-v5]
+seeds: 3
+steps: 2000
+options: {learning-starts: 100, algo: sac}
+configs:
+  dwc: {policy: dwc, width: [32, 64], lut_inputs: [4, 6]}
+  mlp: {policy: mlp, learning_starts: 50}
+hardware: {target: none, episodes: 1}
+"""))
+    assert spec.seeds == [1, 2, 3]
+    assert list(spec.configs) == ["dwc-width32-lut-inputs4", "dwc-width32-lut-inputs6", "dwc-width64-lut-inputs4",
+                                  "dwc-width64-lut-inputs6", "mlp"]
+    jobs = spec.jobs(tmp_path / "out")
+    assert len(jobs) == 2 * 5 * 3 and len({j.id for j in jobs}) == len(jobs)
+    j = next(j for j in jobs if j.id == "InvertedDoublePendulum-v5/dwc-width64-lut-inputs4/seed2")
+    assert (j.cfg.env, j.cfg.seed, j.cfg.steps, j.cfg.actor.width, j.cfg.actor.lut_inputs, j.cfg.sac.learning_starts) \
+        == ("InvertedDoublePendulum-v5", 2, 2000, 64, 4, 100)
+    assert j.hardware["target"] == "none" and j.dir == tmp_path / "out/runs/InvertedDoublePendulum-v5/dwc-width64-lut-inputs4/seed2"
+    mlp = next(j for j in jobs if j.config == "mlp")
+    assert mlp.cfg.sac.learning_starts == 50 and mlp.hardware is None  # a config overrides shared options; no circuit
+    # a run's identity ignores where it runs, not what it computes
+    key = j.key
+    j.cfg.device, j.cfg.threads = "cuda", 4
+    assert j.key == key
+    j.cfg.steps = 3000
+    assert j.key != key
+
+
+@pytest.mark.parametrize("text, message", [
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {widht: 3}}", "unknown"),
+    ("tasks: [NoSuchEnv-v0]\nseeds: 1\nconfigs: {a: {}}", "NoSuchEnv-v0"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 0\nconfigs: {a: {}}", "seeds"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {width: big}}", "expected int"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {thermo_bits: 8}}", "odd"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a/b: {}}", "config name"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {}}\nhardware: {target: zynq}", "target"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {}}\nresources: {gpus: 1}", "unknown"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1\noptions: {seed: 3}\nconfigs: {a: {}}", "seed"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1", "missing 'configs'"),
+    ("tasks: [a\n", "not valid YAML"),
+])
+def test_spec_errors_are_one_line(tmp_path, capsys, text, message):
+    spec = write_spec(tmp_path / "s.yaml", text)
+    with pytest.raises(UserError, match=message):
+        load_spec(spec)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dwc sweep: error:") and "\n" not in err and "Traceback" not in err
+
+
+def test_recorded_command_rebuilds_the_same_config(tmp_path):
+    """commands.txt of a sweep run holds a dwc train command that trains exactly that run."""
+    from dwc.cli import _train_config
+    spec = load_spec(write_spec(tmp_path / "s.yaml", """
+tasks: [Hopper-v5]
+seeds: [7]
+steps: 1234
+configs: {q: {policy: qmlp, fan_in: 3, weight_bits: 3, actor_lr: 0.001, cuda_graphs: false, algo: ppo}}
+"""))
+    job = spec.jobs(tmp_path)[0]
+    words = train_command(job.cfg, tmp_path / "run")
+    args = build_parser().parse_args(words[1:])
+    assert _train_config(args).to_dict() == job.cfg.to_dict()
+
+
+def test_quartiles_and_aggregate():
+    assert quartiles([1.0, 2.0, 3.0, 4.0, 100.0]) == {"median": 3.0, "q1": 2.0, "q3": 4.0, "n": 5}
+    assert quartiles([]) is None
+    state = {"runs": {f"T/c/seed{s}": {"task": "T", "config": "c", "seed": s, "dir": "x"} for s in (1, 2, 3)}}
+    res = [{"task": "T", "config": "c", "seed": s, "policy": "dwc", "train_steps": 10, "float_return": f,
+            "frozen_return": f - 1, "rtl_return": None, "rtl_equals_frozen": None, "luts": None, "ir_luts": 5,
+            "fmax_mhz": None} for s, f in ((2, 20.0), (1, 10.0))]
+    row, = aggregate(state, res)
+    assert row["seeds"] == [1, 2] and row["planned"] == 3
+    assert row["float_return"] == {"median": 15.0, "q1": 12.5, "q3": 17.5, "n": 2}
+    assert row["frozen_return"]["median"] == 14.0 and row["rtl_return"] is None
+
+
+def test_curve_bins_episodes_on_the_grid(tmp_path):
+    m = tmp_path / "metrics.jsonl"
+    m.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"step": 5, "losses/q": 1.0}, {"step": 10, "charts/episodic_return": 2.0},
+        {"step": 12, "charts/episodic_return": 4.0}, {"step": 31, "charts/episodic_return": 9.0}]))
+    y = curve(m, np.array([5.0, 15.0, 25.0, 35.0]))
+    assert np.isnan(y[0]) and list(y[1:]) == [3.0, 3.0, 9.0]
+
+
+def _wait_for(pred, timeout, what):
+    t0 = time.monotonic()
+    while not pred():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_sweep_survives_a_killed_worker_and_a_stopped_driver(tmp_path):
+    """2 tasks x 2 seeds on a local Ray engine. One run's worker is SIGKILLed after its first
+    checkpoint: Ray restarts it and it resumes from that checkpoint. Then the driver is stopped
+    (SIGINT) with runs unfinished, and started again: finished runs are kept untouched, the rest
+    resume, and every run ends at its full step count with its metrics intact."""
+    steps = 1400
+    spec = write_spec(tmp_path / "small.yaml", f"""
+tasks: [InvertedPendulum-v5, InvertedDoublePendulum-v5]
+seeds: 2
+steps: {steps}
+options: {json.dumps(SMALL)}
+configs: {{dwc: {{policy: dwc}}}}
+""")
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "dwc", "sweep", str(spec), "--out", str(out), "--no-progress"]
+    runs = {f"{t}/seed{s}": out / "runs" / t / "dwc" / f"seed{s}"
+            for t in ("InvertedPendulum-v5", "InvertedDoublePendulum-v5") for s in (1, 2)}
+    victim = runs["InvertedPendulum-v5/seed1"]
+    log = open(tmp_path / "driver1.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_for(lambda: (victim / "run/checkpoint.pt").exists() and (victim / "attempts.jsonl").exists(), 120,
+                  "the first checkpoint")
+        pid = json.loads((victim / "attempts.jsonl").read_text().splitlines()[0])["pid"]
+        os.kill(pid, signal.SIGKILL)
+        # restarted by Ray: a second attempt, resuming
+        _wait_for(lambda: len((victim / "attempts.jsonl").read_text().splitlines()) >= 2, 120, "the restart")
+        # stop the driver once a run has finished and another is under way with a checkpoint
+        _wait_for(lambda: any((d / "result.json").exists() for d in runs.values())
+                  and any((d / "run/checkpoint.pt").exists() and not (d / "result.json").exists() for d in runs.values()),
+                  180, "a finished and an unfinished run")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=90) == 130, (tmp_path / "driver1.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    finished_before = {k: (d / "result.json").stat().st_mtime_ns for k, d in runs.items() if (d / "result.json").exists()}
+    assert 0 < len(finished_before) < 4
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{len(finished_before)} finished earlier (kept), {4 - len(finished_before)} to run" in again.stdout
+    for k, d in runs.items():
+        r = json.loads((d / "result.json").read_text())
+        assert r["train_steps"] == steps and r["frozen_return"] is not None and len(r["float_returns"]) == 2
+        if k in finished_before:  # never redone
+            assert (d / "result.json").stat().st_mtime_ns == finished_before[k]
+        ev = json.loads((d / "run/eval.json").read_text())
+        assert ev["train_steps"] == steps and ev["frozen"]["returns"] == r["frozen_returns"]
+        m = [json.loads(l)["step"] for l in (d / "run/metrics.jsonl").read_text().splitlines()]
+        assert m == sorted(m) and m[-1] <= steps  # nothing logged twice after a resume
+    legs = [l for l in (victim / "run/commands.txt").read_text().splitlines() if l.startswith("# from step")]
+    assert legs[0] == "# from step 0" and int(legs[1].split()[-1]) > 0  # the restart resumed, not restarted
+    assert [json.loads(l)["resumed"] for l in (victim / "attempts.jsonl").read_text().splitlines()][:2] == [False, True]
+
+    # a third start finds nothing to do
+    third = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert third.returncode == 0 and "4 finished earlier (kept), 0 to run" in third.stdout
+
+    rep = subprocess.run([sys.executable, "-m", "dwc", "report", str(out), "--json"], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    rows = json.loads(rep.stdout)["rows"]
+    assert [(r["task"], len(r["seeds"])) for r in rows] == [("InvertedPendulum-v5", 2), ("InvertedDoublePendulum-v5", 2)]
+    for r in rows:
+        vals = sorted(json.loads((runs[f"{r['task']}/seed{s}"] / "result.json").read_text())["frozen_return"] for s in (1, 2))
+        assert r["frozen_return"]["median"] == pytest.approx(sum(vals) / 2)
+    assert (out / "report.md").exists() and (out / "curves_InvertedPendulum-v5.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_sweep_hardware_stage_verifies_each_circuit(tmp_path):
+    """The hardware section: each run is compiled and run closed loop in Verilator; the report's
+    hardware return is the Verilog's and equals the frozen policy's on the same episodes."""
+    spec = write_spec(tmp_path / "hw.yaml", f"""
+tasks: [InvertedPendulum-v5]
+seeds: [1]
+steps: 600
+options: {json.dumps(SMALL)}
+configs: {{dwc: {{policy: dwc}}, mlp: {{policy: mlp}}}}
+hardware: {{target: none, episodes: 1, pipeline: 1}}
+""")
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "s"), "--no-progress"]) == 0
+    r = json.loads((tmp_path / "s/runs/InvertedPendulum-v5/dwc/seed1/result.json").read_text())
+    assert r["rtl_equals_frozen"] is True and r["ir_luts"] > 0 and r["latency_cycles"] >= 1
+    assert r["rtl_return"] == pytest.approx(r["frozen_returns"][0])
+    mlp = json.loads((tmp_path / "s/runs/InvertedPendulum-v5/mlp/seed1/result.json").read_text())
+    assert mlp["frozen_return"] is None and mlp["rtl_return"] is None
+    assert main(["report", str(tmp_path / "s")]) == 0
