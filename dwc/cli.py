@@ -45,6 +45,8 @@ examples:
   dwc train --env Hopper-v5 --policy mlp --steps 300000 --out runs/hopper-mlp
   # a small DWC with PPO on 8 envs:
   dwc train --env InvertedPendulum-v5 --algo ppo --num-envs 8 --width 64 --lut-inputs 4 --out runs/ip-ppo
+  # codesign for ECP5: native 4-input LUTs, at most 512 LUTs and 96 comparators after freezing:
+  dwc train --env Hopper-v5 --target ecp5 --max-luts 512 --max-comparators 96 --out runs/hopper-ecp5
 
 The run directory holds config.json, checkpoint.pt (atomic, every --checkpoint-every steps),
 metrics.jsonl, tb/ (TensorBoard: tensorboard --logdir RUN/tb) and eval.json at the end.
@@ -81,6 +83,17 @@ def _add_train(sub):
     m.add_argument("--lut-inputs", type=int, help="inputs per LUT, 2..6 (default 6)")
     m.add_argument("--thermo-bits", type=int, help="thermometer thresholds per obs dim, odd (default 63)")
     m.add_argument("--wiring", choices=["learnable", "random"], help="LUT input wiring (default learnable)")
+    c = p.add_argument_group("codesign: train for a target FPGA and within its budgets (dwc policies)")
+    c.add_argument("--target", help="FPGA family the circuit is for: ecp5 | ice40 (4-input LUTs) | xc7 (6-input "
+                                    "LUTs); sets --lut-inputs to the fabric's LUT so one trained LUT is one LUT "
+                                    "cell (a synth target name such as ecp5-25k also works)")
+    c.add_argument("--max-luts", type=int, help="at most this many LUTs in the LUT layers; sizes --width when it "
+                                                "is not given (popcount adders come on top)")
+    c.add_argument("--max-comparators", type=int,
+                   help="at most this many distinct thermometer thresholds read by the first layer, i.e. "
+                        "comparators in hardware. Learnable wiring: the allowed thresholds shrink from all of "
+                        "them at 20%% of training to the budget at 60%%, keeping the most-read ones, so LUT inputs "
+                        "reuse shared thresholds; random wiring draws from an even spread of that many")
     m.add_argument("--hidden", type=int, help="MLP / quantised MLP hidden width (default 256)")
     m.add_argument("--weight-bits", type=int, help="qmlp: signed weight bits, 2..8 (default 4)")
     m.add_argument("--act-bits", type=int, help="qmlp: unsigned activation bits, 1..8 (default 4)")
@@ -264,6 +277,10 @@ def cmd_compile(args) -> int:
         print(f"wrote {r['graph']}: popcounts {c['popcount_sizes']} ({r['seconds']:.2f} s)")
         print(f"inputs: {i['comparators_used']} comparators read, unused dims {i['dims_unused'] or 'none'}; "
               f"heat map {i['heatmap']}")
+        b = r["budget"]
+        if b["max_luts"] or b["max_comparators"]:
+            print(f"budget: {b['luts']} LUTs (max {b['max_luts'] or '-'}), {b['comparators']} comparators (max "
+                  f"{b['max_comparators'] or '-'}): {'met' if b['met'] else 'EXCEEDED (a run stopped before its budget schedule ended?)'}")
         if r["onnx"]:
             print(f"ONNX model: {r['onnx']}")
         h = r["hdl"]

@@ -79,10 +79,17 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
         except ImportError:
             raise UserError("--onnx needs the onnx package: pip install 'dwc[onnx]'") from None
     hdl = emit_verilog(graph, out, pipeline, table_bits=table_bits)
+    counts = graph.counts()
+    actor_cfg = frozen.meta["actor"]
+    budget = {"max_luts": actor_cfg.get("max_luts") or None, "luts": counts["luts"],
+              "max_comparators": actor_cfg.get("max_comparators") or None, "comparators": counts["comparators"]}
+    budget["met"] = ((budget["max_luts"] is None or budget["luts"] <= budget["max_luts"]) and
+                     (budget["max_comparators"] is None or budget["comparators"] <= budget["max_comparators"]))
     report = {
         "graph": str(out / "graph.json"),
         "env": graph.meta["env"],
-        "counts": graph.counts(),
+        "counts": counts,
+        "budget": budget,  # the training budgets against the frozen, optimised circuit
         "passes": passes,  # counts after each pass, from the frozen graph ("input") to the end
         "obs_formats": [{"width": f.width, "frac": f.frac} for f in graph.obs_formats],
         "action_format": {"width": graph.action_format.width, "frac": graph.action_format.frac},

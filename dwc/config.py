@@ -56,6 +56,7 @@ class TrainConfig:
     threads: int = 1
     checkpoint_every: int = 10_000
     eval_episodes: int = 10
+    target: str = ""  # FPGA family trained for (ecp5, ice40, xc7): sets the LUT arity; "" = none
     actor: ActorConfig = field(default_factory=ActorConfig)
     sac: SACConfig = field(default_factory=SACConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -79,12 +80,14 @@ class TrainConfig:
 # The CLI and sweep specs both set a TrainConfig through this one table.
 OPTIONS = {
     **{k: None for k in ("env", "algo", "steps", "seed", "device", "cuda_graphs", "num_envs", "threads",
-                         "checkpoint_every", "eval_episodes")},
+                         "checkpoint_every", "eval_episodes", "target")},
     **{k: "actor" for k in ("policy", "layers", "width", "lut_inputs", "thermo_bits", "wiring", "hidden",
-                            "weight_bits", "act_bits", "out_bits", "fan_in")},
+                            "weight_bits", "act_bits", "out_bits", "fan_in", "max_luts", "max_comparators")},
     **{k: "sac" for k in ("learning_starts", "batch_size", "buffer_size", "actor_lr")},
     **{k: "ppo" for k in ("rollout_steps",)},
 }
+# LUT inputs of each FPGA family's logic cell
+NATIVE_LUT_INPUTS = {"ecp5": 4, "ice40": 4, "xc7": 6}
 # What may change when resuming: how long and where to run, not what is trained.
 RESUMABLE = {"steps", "device", "cuda_graphs", "threads", "checkpoint_every", "eval_episodes"}
 
@@ -107,6 +110,18 @@ def config_from_options(options: dict, where: str = "option") -> TrainConfig:
         if type(value) is not type(default):
             raise UserError(f"{where} {name}: expected {type(default).__name__}, got {value!r}")
         setattr(section, name, value)
+    if cfg.target:  # the target's native LUT: one IR LUT is one LUT of the fabric
+        family = cfg.target.split("-")[0]
+        if family not in NATIVE_LUT_INPUTS:
+            raise UserError(f"--target {cfg.target!r}: choose from {', '.join(NATIVE_LUT_INPUTS)}")
+        cfg.target, native = family, NATIVE_LUT_INPUTS[family]
+        if options.get("lut_inputs", native) != native and cfg.actor.policy == "dwc":
+            raise UserError(f"--target {family} has {native}-input LUTs; drop --lut-inputs {options['lut_inputs']} "
+                            f"(or drop --target to train another arity)")
+        if cfg.actor.policy == "dwc":
+            cfg.actor.lut_inputs = native
+    if cfg.actor.max_luts and "width" not in options:  # the budget sizes the layers
+        cfg.actor.width = max(1, cfg.actor.max_luts // cfg.actor.layers)
     if cfg.actor.policy == "gates":  # a gate is a 2-input LUT on a fixed random wiring (as published)
         if options.get("lut_inputs", 2) != 2 or options.get("wiring", "random") != "random":
             raise UserError("policy gates: gates have 2 inputs and a random wiring; drop lut_inputs / wiring")
@@ -135,6 +150,11 @@ def validate(cfg: TrainConfig) -> None:
         (a.hidden >= 1, f"--hidden must be >= 1, got {a.hidden}"),
         (a.width >= 1, f"--width must be >= 1, got {a.width}"),
         (a.thermo_bits >= 3 and a.thermo_bits % 2 == 1, f"--thermo-bits must be odd and >= 3, got {a.thermo_bits}"),
+        (a.max_luts >= 0 and a.max_comparators >= 0, "--max-luts and --max-comparators must be >= 0 (0 = no budget)"),
+        (not a.max_luts or a.layers * a.width <= a.max_luts,
+         f"--max-luts {a.max_luts}: {a.layers} layers x --width {a.width} = {a.layers * a.width} LUTs exceed it"),
+        (not (a.max_luts or a.max_comparators) or a.policy == "dwc",
+         f"--max-luts / --max-comparators apply to --policy dwc, not {a.policy}"),
         (cfg.sac.batch_size >= 1, f"--batch-size must be >= 1, got {cfg.sac.batch_size}"),
         (cfg.ppo.rollout_steps >= 1, f"--rollout-steps must be >= 1, got {cfg.ppo.rollout_steps}"),
     ]

@@ -20,6 +20,16 @@ from .lut import LUTLayer
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
+def spread_thresholds(dims: int, bits: int, count: int) -> torch.Tensor:
+    """``count`` thermometer bits (index d * bits + m) spread over the dimensions as evenly as
+    possible and, within a dimension, over its thresholds (evenly in quantile)."""
+    out = []
+    for d in range(dims):
+        k = min(bits, count // dims + (d < count % dims))
+        out += [d * bits + int((j + 0.5) * bits / k) for j in range(k)]
+    return torch.tensor(out, dtype=torch.int64)
+
+
 @dataclass
 class ActorConfig:
     policy: str = "dwc"  # dwc | gates | qmlp | mlp
@@ -38,6 +48,10 @@ class ActorConfig:
     act_bits: int = 4
     out_bits: int = 8
     fan_in: int = 0  # qmlp: inputs per neuron (LogicNets-style sparsity); 0 = dense
+    # resource budgets the frozen circuit meets (0 = none): LUTs in the LUT layers (sizes the width),
+    # distinct thermometer thresholds the first layer reads (comparators in hardware)
+    max_luts: int = 0
+    max_comparators: int = 0
     logstd_hidden: int = 64  # the DWC's training-only log-std network
 
     def to_dict(self) -> dict:
@@ -65,6 +79,13 @@ class _Actor(nn.Module):
 
     def constrain_(self) -> None:
         pass
+
+    def apply_budget_(self, progress: float) -> None:
+        """Move toward the resource budgets at ``progress`` (0..1) of training; 1.0 enforces them."""
+
+    def circuit_stats(self) -> dict:
+        """Resource figures of the current circuit, logged during training."""
+        return {}
 
     def prepare_cuda_graphs(self) -> bool:
         """Make training forward/backward free of host syncs so an update can be captured as a CUDA
@@ -141,12 +162,20 @@ class DWCActor(_Actor):
             raise ValueError(f"--width {cfg.width} is smaller than the action dimension {action_dim}")
         self.encoder = Thermometer(obs_dim, cfg.thermo_bits)
         sizes = [self.encoder.out_features] + [cfg.width] * (cfg.layers - 1) + [last]
+        self.comparator_budget = cfg.max_comparators
         if cfg.policy == "gates":  # a logic-gate network: the same circuit shape with 2-input gates
+            if cfg.max_comparators:
+                raise ValueError("a comparator budget applies to LUT layers (policy dwc), not gates")
             self.luts = nn.ModuleList(GateLayer(sizes[i], sizes[i + 1]) for i in range(cfg.layers))
         else:
+            pool = None
+            if cfg.max_comparators:  # random wiring draws from a fixed spread; learnable narrows all
+                pool = (spread_thresholds(obs_dim, cfg.thermo_bits, cfg.max_comparators) if cfg.wiring == "random"
+                        else torch.arange(sizes[0]))
             self.luts = nn.ModuleList(
                 LUTLayer(sizes[i], sizes[i + 1], cfg.lut_inputs, cfg.wiring, cfg.tau,
-                         thermometer_bits=cfg.thermo_bits if i == 0 else 0) for i in range(cfg.layers))
+                         thermometer_bits=cfg.thermo_bits if i == 0 else 0, source_pool=pool if i == 0 else None)
+                for i in range(cfg.layers))
         self.head = GroupSum(last, action_dim, cfg.groupsum_eps)
         self.log_std_net = nn.Sequential(nn.Linear(obs_dim, cfg.logstd_hidden), nn.ReLU(),
                                          nn.Linear(cfg.logstd_hidden, cfg.logstd_hidden), nn.ReLU(),
@@ -158,6 +187,26 @@ class DWCActor(_Actor):
         for layer in self.luts:
             bits = layer.forward_fm(bits)
         return bits.t()
+
+    def apply_budget_(self, progress: float) -> None:
+        """The comparator budget's schedule: the first layer's allowed thresholds shrink geometrically
+        from all of them at 20% of training to the budget at 60% (the last 40% adapt the tables and
+        the wiring to the thresholds that remain); from 60% on, and at 1.0 always, the budget holds."""
+        first = self.luts[0]
+        if not self.comparator_budget or first.wiring != "learnable":
+            return
+        n0, k = first.in_features, self.comparator_budget
+        t = min(1.0, max(0.0, (progress - 0.2) / 0.4))
+        target = max(k, round(n0 * (k / n0) ** t))
+        current = int(first.allowed.sum())
+        if target < current and (target <= 0.98 * current or target == k or progress >= 1.0):
+            first.limit_sources_(target)
+
+    def circuit_stats(self) -> dict:
+        stats = {"luts": sum(layer.out_features for layer in self.luts)}
+        if isinstance(self.luts[0], LUTLayer):
+            stats["comparators"] = self.luts[0].sources_read()
+        return stats
 
     def popcounts(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head.popcount(self.circuit_bits(self.normalizer(obs)))

@@ -157,10 +157,14 @@ class LUTLayer(nn.Module):
     dimension (a DWC's first layer), which makes the wiring-weight gradient ~bits times cheaper.
     ``sparse_softmax`` keeps, per slot, only the candidates whose softmax weight is above 1e-7 of
     the largest (for tau ~ 1e-3 a handful): the same gradient to float precision, 10x cheaper.
+    ``source_pool`` (source indices) gives the layer an ``allowed`` mask: inputs are only ever read
+    from allowed sources. A random wiring draws from the pool; a learnable one starts with every
+    source allowed and :meth:`limit_sources_` narrows the mask during training (a comparator budget).
     """
 
     def __init__(self, in_features: int, out_features: int, n: int = 6, wiring: str = "learnable",
-                 tau: float = 1e-3, sparse_softmax: bool = True, thermometer_bits: int = 0):
+                 tau: float = 1e-3, sparse_softmax: bool = True, thermometer_bits: int = 0,
+                 source_pool: torch.Tensor | None = None):
         super().__init__()
         if not 1 <= n <= 8:
             raise ValueError(f"LUT inputs must be in 1..8, got {n}")
@@ -173,9 +177,18 @@ class LUTLayer(nn.Module):
         self.thermometer_bits = thermometer_bits
         self.tables = nn.Parameter(torch.empty(out_features, 1 << n).uniform_(-1.0, 1.0))
         slots = out_features * n
+        allowed = None
+        if source_pool is not None:
+            allowed = torch.zeros(in_features, dtype=torch.bool)
+            allowed[source_pool if wiring == "random" else slice(None)] = True
+        self.register_buffer("allowed", allowed)
+        self.allowed_changes = 0  # part of the wiring cache key
         if wiring == "learnable":
             # (sources, slots): column s scores every candidate source of input slot s
             self.wiring_weights = nn.Parameter(torch.rand(in_features, slots))
+        elif source_pool is not None:
+            pool = torch.as_tensor(source_pool, dtype=torch.int64)
+            self.register_buffer("fixed_wiring", pool[balanced_random_wiring(len(pool), slots)])
         else:
             self.register_buffer("fixed_wiring", balanced_random_wiring(in_features, slots))
         self.register_buffer("efd", efd_matrix(n), persistent=False)
@@ -193,16 +206,42 @@ class LUTLayer(nn.Module):
         optimiser step but are read by every forward: acting, critic targets, actor loss)."""
         w = self.wiring_weights
         if self.graph_safe:
-            return compute(w.detach())
-        key = (w.data_ptr(), w._version, w.device, getattr(w, "dwc_updates", 0))
+            return compute(self._masked(w.detach()))
+        key = (w.data_ptr(), w._version, w.device, getattr(w, "dwc_updates", 0), self.allowed_changes)
         if self._cache.get("key") != key:
             self._cache = {"key": key}
         if name not in self._cache:
-            self._cache[name] = compute(w.detach())
+            self._cache[name] = compute(self._masked(w.detach()))
         return self._cache[name]
+
+    def _masked(self, w: torch.Tensor) -> torch.Tensor:
+        """Scores with sources outside the allowed mask at -inf: never the argmax, zero softmax weight."""
+        return w if self.allowed is None else w.masked_fill(~self.allowed[:, None], float("-inf"))
 
     def _argmax(self) -> torch.Tensor:
         return self._cached("max", lambda w: w.max(dim=0)).indices
+
+    def sources_read(self) -> int:
+        """Distinct sources the current wiring reads (for a first layer: comparators in hardware)."""
+        return int(torch.unique(self._flat_indices()).numel())
+
+    @torch.no_grad()
+    def limit_sources_(self, keep: int) -> None:
+        """Shrink the allowed sources to ``keep``: those read by the most slots, ties broken by how
+        close a source's best score comes to winning a slot. Slots whose source is dropped move to
+        their best allowed candidate, so inputs concentrate on fewer, shared sources."""
+        if self.allowed is None or self.wiring != "learnable" or int(self.allowed.sum()) <= keep:
+            return
+        w = self._masked(self.wiring_weights.detach())
+        top = w.max(dim=0)
+        reads = torch.bincount(top.indices, minlength=self.in_features).to(w.dtype)
+        closeness = (w - top.values).max(dim=1).values  # 0 for a source some slot reads, -inf if not allowed
+        order = torch.argsort(closeness, descending=True, stable=True)
+        order = order[torch.argsort(reads[order], descending=True, stable=True)]  # reads first, then closeness
+        allowed = torch.zeros_like(self.allowed)
+        allowed[order[:keep]] = True
+        self.allowed.copy_(allowed & self.allowed)
+        self.allowed_changes += 1
 
     def soft_wiring(self) -> torch.Tensor:
         """Column-wise softmax(w / tau) (I, S): sparse, or dense with ``sparse_softmax=False``."""

@@ -120,10 +120,11 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
                     opt.step()
                     actor.constrain_()
             counters["iterations"] += 1
+            actor.apply_budget_(step / cfg.steps)
             sps = meter.rate(step)  # over the last iteration
             run.log(step, **{"losses/policy": pg_loss.item(), "losses/value": v_loss.item(),
                              "losses/entropy": entropy.item(), "charts/SPS": sps,
-                             "charts/approx_kl": (ratio.log().neg().mean()).item()})
+                             "charts/approx_kl": (ratio.log().neg().mean()).item()}, **{f"circuit/{k}": v for k, v in actor.circuit_stats().items()})
             bar.set_postfix(**episodes.postfix(sps))
             if step - last_ckpt >= cfg.checkpoint_every:
                 checkpoint()

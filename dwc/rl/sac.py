@@ -202,9 +202,10 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
                     if stats:
                         run.log(step, **stats)
             bar.update(cfg.num_envs)
+            actor.apply_budget_(step / cfg.steps)
             if step % 1000 < cfg.num_envs:  # SPS over the last 1000 steps
                 sps = meter.rate(step)
-                run.log(step, **{"charts/SPS": sps})
+                run.log(step, **{"charts/SPS": sps}, **{f"circuit/{k}": v for k, v in actor.circuit_stats().items()})
                 bar.set_postfix(**episodes.postfix(sps))
             if step - last_ckpt >= cfg.checkpoint_every:
                 checkpoint()

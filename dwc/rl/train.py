@@ -99,6 +99,9 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
         circuit = FastExecutor(freeze_run(Path(run_dir)))  # bit-exact with the reference executor
     result = evaluate(actor_act_fn(actor, dev), cfg.env, episodes, seed, progress=progress)
     result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True)
+    if stats := actor.circuit_stats():  # the trained circuit's size against its budgets
+        result["circuit"] = dict(stats, max_luts=cfg.actor.max_luts or None,
+                                 max_comparators=cfg.actor.max_comparators or None, target=cfg.target or None)
     if frozen:
         result["frozen"] = evaluate(lambda obs: circuit.act(obs)[0], cfg.env, episodes, seed, progress=progress)
     if write:  # benchmarks read shipped policies without touching their recorded evaluation

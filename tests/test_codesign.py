@@ -1,0 +1,104 @@
+"""Codesign: training for a target's LUT arity and within LUT / comparator budgets that the frozen,
+optimised circuit meets."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from dwc.cli import main
+from dwc.config import config_from_options
+from dwc.errors import UserError
+from dwc.models.actors import ActorConfig, build_actor, spread_thresholds
+from dwc.models.lut import LUTLayer
+
+from test_train import assert_one_line_error, run_cli
+
+
+def test_limit_sources_keeps_the_most_read_and_moves_the_rest_to_their_next_best():
+    torch.manual_seed(0)
+    layer = LUTLayer(12, 10, n=3, source_pool=torch.arange(12))
+    w = layer.wiring_weights.detach()
+    before = layer.wiring_indices().flatten().clone()
+    reads = torch.bincount(before, minlength=12)
+    layer.limit_sources_(4)
+    kept = torch.nonzero(layer.allowed).flatten()
+    assert len(kept) == 4
+    assert reads[kept].min() >= reads[~layer.allowed].max()  # the most-read sources stay
+    after = layer.wiring_indices().flatten()
+    assert set(after.tolist()) <= set(kept.tolist())
+    for s in range(30):  # every slot reads its best allowed candidate; slots on kept sources do not move
+        assert after[s] == kept[w[kept, s].argmax()]
+        if layer.allowed[before[s]]:
+            assert after[s] == before[s]
+    x = (torch.rand(5, 12) > 0.5).float()
+    ref = LUTLayer(12, 10, n=3, wiring="random")  # the same circuit with the wiring written out
+    ref.tables.data.copy_(layer.tables.data)
+    ref.fixed_wiring.copy_(after)
+    assert torch.equal(layer(x), ref(x))
+    # gradients still reach every wiring score and only allowed sources may win later
+    layer(x).sum().backward()
+    assert layer.wiring_weights.grad is not None
+
+
+def test_comparator_budget_schedule_and_random_pool():
+    cfg = ActorConfig(width=64, lut_inputs=4, thermo_bits=15, max_comparators=20)
+    a = build_actor(cfg, 11, 3, -np.ones(3), np.ones(3))
+    assert a.circuit_stats()["comparators"] > 20
+    a.apply_budget_(0.1)  # before 20% of training: all thresholds allowed
+    assert int(a.luts[0].allowed.sum()) == 11 * 15
+    a.apply_budget_(0.4)
+    mid = int(a.luts[0].allowed.sum())
+    assert 20 < mid < 165
+    a.apply_budget_(0.6)
+    assert int(a.luts[0].allowed.sum()) == 20 and a.circuit_stats()["comparators"] <= 20
+    pool = spread_thresholds(11, 15, 20)
+    assert len(pool) == 20 == len(set(pool.tolist()))
+    assert sorted(torch.bincount(pool // 15, minlength=11).tolist()) == [1] * 2 + [2] * 9
+    r = build_actor(ActorConfig(width=64, lut_inputs=4, thermo_bits=15, max_comparators=20, wiring="random"),
+                    11, 3, -np.ones(3), np.ones(3))
+    assert set(r.luts[0].wiring_indices().flatten().tolist()) == set(pool.tolist())
+
+
+def test_target_sets_the_native_lut_and_max_luts_sizes_the_layers():
+    c = config_from_options({"target": "ecp5-25k", "max_luts": 600})
+    assert (c.target, c.actor.lut_inputs, c.actor.width) == ("ecp5", 4, 300)
+    assert config_from_options({"target": "xc7"}).actor.lut_inputs == 6
+    assert config_from_options({"target": "ice40", "layers": 3, "max_luts": 100}).actor.width == 33
+    for opts, msg in [({"target": "zynq"}, "choose from"), ({"target": "ecp5", "lut_inputs": 6}, "4-input"),
+                      ({"max_luts": 100, "width": 256}, "exceed"), ({"policy": "gates", "max_comparators": 8}, "dwc")]:
+        with pytest.raises(UserError, match=msg):
+            config_from_options(opts)
+
+
+def test_cli_budget_errors(tmp_path):
+    assert_one_line_error(run_cli("train", "--target", "zynq", "--out", str(tmp_path / "a")), "--target")
+    assert_one_line_error(run_cli("train", "--target", "ecp5", "--lut-inputs", "6", "--out", str(tmp_path / "b")),
+                          "4-input")
+    assert_one_line_error(run_cli("train", "--max-luts", "100", "--width", "256", "--out", str(tmp_path / "c")),
+                          "--max-luts")
+
+
+@pytest.mark.parametrize("algo", ["sac", "ppo"])
+def test_trained_circuit_meets_its_budgets_after_freezing(tmp_path, algo):
+    """A real short run on Hopper-v5 (11 x 15 = 165 thresholds) for ECP5 with budgets of 120 LUTs and
+    24 comparators: the compiled circuit has 4-input LUTs and meets both; the comparators the
+    first layer read fell from above the budget to within it during training."""
+    run, build = tmp_path / "run", tmp_path / "build"
+    args = ["train", "--env", "Hopper-v5", "--algo", algo, "--target", "ecp5", "--max-luts", "120",
+            "--max-comparators", "24", "--thermo-bits", "15", "--steps", "2000", "--checkpoint-every", "1000",
+            "--eval-episodes", "1", "--out", str(run), "--no-progress", "--hidden", "32"]
+    args += ["--learning-starts", "300", "--batch-size", "32"] if algo == "sac" else ["--num-envs", "2", "--rollout-steps", "50"]
+    assert main(args) == 0
+    # SAC logs at 1000 steps (mid-schedule) and at 2000
+    seen = [json.loads(l)["circuit/comparators"] for l in (run / "metrics.jsonl").read_text().splitlines()
+            if "circuit/comparators" in l]
+    assert seen[0] > 24 and seen[-1] <= 24
+    ev = json.loads((run / "eval.json").read_text())["circuit"]
+    assert ev["comparators"] <= 24 and ev["luts"] <= 120 and ev["target"] == "ecp5"
+    assert main(["compile", str(run), "--out", str(build)]) == 0
+    rep = json.loads((build / "compile_report.json").read_text())
+    assert rep["budget"]["met"] and rep["counts"]["comparators"] <= 24 and rep["counts"]["luts"] <= 120
+    graph = json.loads((build / "graph.json").read_text())
+    arities = {len(lut["inputs"]) for layer in graph["layers"] for lut in layer}
+    assert max(arities) <= 4
