@@ -60,6 +60,8 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
 
     if target != "none" and target not in TARGETS:
         raise UserError(f"--target {target!r}: choose from {', '.join(TARGETS)} or none")
+    if pipeline == "auto" and (target == "none" or not TARGETS[target].nextpnr):
+        raise UserError("--pipeline auto measures Fmax by place and route: give an ECP5 or iCE40 --target")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     man = Manifest(out)
@@ -103,12 +105,13 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
 
     # compile, and the float and frozen policies on the evaluation episodes
     def do_compile():
-        c = compile_run(run, circuit, pipeline=pipeline)
+        c = compile_run(run, circuit, pipeline=pipeline, target=target, freq=freq, log=log)
         ev = evaluate_run(run, episodes, seed=seed, progress=progress, frozen=True, write=False)
         return {"float_returns": ev["returns"], "frozen_returns": ev["frozen"]["returns"],
                 "ir_luts": c["counts"]["luts"], "comparators": c["counts"]["comparators"],
                 "latency_cycles": c["hdl"]["latency_cycles"], "policy": ev["policy"]}
-    comp = stage("compile", digest({"pipeline": pipeline, "episodes": episodes, "seed": seed},
+    auto = {"target": target, "freq": freq} if pipeline == "auto" else {}  # they pick the stages
+    comp = stage("compile", digest({"pipeline": pipeline, "episodes": episodes, "seed": seed, **auto},
                                    [run / "checkpoint.pt", run / "config.json"]),
                  [circuit / "graph.json", circuit / "dwc_core.v"], do_compile)
 
@@ -135,7 +138,8 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
                "float_return": fmean(comp["float_returns"]), "frozen_return": fmean(comp["frozen_returns"]),
                "rtl_return": fmean(ver["rtl_returns"]),
                "rtl_equals_frozen": [round(r, 6) for r in ver["rtl_returns"]] == [round(r, 6) for r in comp["frozen_returns"]],
-               "latency_cycles": comp["latency_cycles"], "ir_luts": comp["ir_luts"], "synth": syn,
+               "latency_cycles": comp["latency_cycles"], "ir_luts": comp["ir_luts"],
+               "comparators": comp["comparators"], "synth": syn,
                "stages_run": ran, "stages_skipped": skipped, "circuit": str(circuit)}
     write_json(out / "summary.json", summary)
     return summary

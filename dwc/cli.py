@@ -214,12 +214,12 @@ def _int_list(text: str) -> list[int]:
 
 
 def _pipeline(text: str) -> int | str:
-    if text == "max":
+    if text in ("max", "auto"):
         return text
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of stages or max, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number of stages, max or auto, got {text!r}") from None
 
 
 def _add_compile(sub):
@@ -239,6 +239,9 @@ def _add_compile(sub):
     _add_hdl_options(p)
     p.add_argument("--onnx", action="store_true",
                    help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
+    p.add_argument("--target", help="with --pipeline auto: the FPGA whose measured Fmax picks the stages "
+                                     "(default: the run's --target family's smallest device, e.g. ecp5-25k)")
+    p.add_argument("--freq", type=float, default=150.0, help="with --pipeline auto: the clock to reach, MHz (default 150)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -253,17 +256,24 @@ def _add_hdl_options(p):
                    help="quantised MLPs: a neuron whose nonzero-weight inputs total at most N bits (fan-in x "
                         "bits) is enumerated into lookup tables, LogicNets style; wider ones become "
                         "constant-coefficient arithmetic (default 8; 0 = always arithmetic)")
-    p.add_argument("--pipeline", type=_pipeline, default=0, metavar="K|max",
+    p.add_argument("--pipeline", type=_pipeline, default=0, metavar="K|max|auto",
                    help="register stages inside the core: 0 = minimum latency (registered I/O around one "
                         "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
                         "comparators, after each LUT layer and after the popcounts (and each linear layer); more "
-                        "split the popcount adder trees evenly, for Fmax; max = all of them (default 0)")
+                        "split the popcount adder trees evenly, for Fmax; max = all of them; auto (dwc compile "
+                        "and build) = the fewest stages that reach --freq on --target, found by synthesis and "
+                        "place and route of the candidates (a binary search, ~4 runs) (default 0)")
 
 
 def cmd_compile(args) -> int:
     from .compile import compile_run
+    target = args.target
+    if args.pipeline == "auto" and target is None:
+        from .rl.run import load_config
+        target = {"ecp5": "ecp5-25k", "ice40": "ice40-up5k"}.get(load_config(args.run).target)
     r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
-                    pipeline=args.pipeline, table_bits=args.table_bits)
+                    pipeline=args.pipeline, table_bits=args.table_bits, target=target, freq=args.freq,
+                    log=_log_for(args))
     if args.json:
         print(json.dumps(r, indent=2))
     else:
@@ -283,7 +293,11 @@ def cmd_compile(args) -> int:
                   f"{b['max_comparators'] or '-'}): {'met' if b['met'] else 'EXCEEDED (a run stopped before its budget schedule ended?)'}")
         if r["onnx"]:
             print(f"ONNX model: {r['onnx']}")
-        h = r["hdl"]
+        h, ps = r["hdl"], r["pipeline_search"]
+        if ps:
+            print(f"pipeline auto for {ps['target']} at {ps['requested_mhz']:g} MHz: " + ", ".join(
+                f"{t['pipeline']} stages {t['fmax_mhz']} MHz" for t in ps["tried"]) +
+                f" -> {ps['chosen']} stages" + ("" if ps["met"] else " (the deepest; the clock is NOT met)"))
         print(f"Verilog: {h['verilog']} (latency {h['latency_cycles']} cycles, ports in {h['ports']}, "
               f"{h['seconds']:.1f} s)")
         _print_lowering(h)
@@ -370,8 +384,9 @@ def _add_build(sub):
         p.add_argument(opt, type=int, help=help_)
     p.add_argument("--device", help="training device: auto | cpu | cuda (default auto)")
     p.add_argument("--target", default="ecp5-25k", help="FPGA target, or none to stop after verify (default ecp5-25k)")
-    p.add_argument("--pipeline", type=_pipeline, default="max", metavar="K|max",
-                   help="register stages in the core (default max: highest Fmax)")
+    p.add_argument("--pipeline", type=_pipeline, default="max", metavar="K|max|auto",
+                   help="register stages in the core (default max: highest Fmax; auto: the fewest that reach "
+                        "--freq on --target, measured by place and route)")
     p.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr in MHz (default 200)")
     p.add_argument("--episodes", type=int, default=3, help="evaluation episodes: float, frozen and RTL (default 3)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -59,14 +59,60 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
             "linear_lowering": ports.get("linear_lowering"), "seconds": round(time.perf_counter() - t0, 3)}
 
 
+def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bits: int | None = None,
+                    log=print) -> tuple[int, list[dict]]:
+    """Timing-aware lowering: the fewest register stages whose core, synthesised and placed and routed
+    for ``target``, reaches ``freq`` MHz (measured by nextpnr, not modelled). Binary search over
+    0..max stages (Fmax grows with the stages, up to place-and-route noise); each tried design is kept
+    under OUT/pipeline_search/pK. When even the deepest pipeline misses the clock, it is the choice."""
+    from .fpga.synth import TARGETS, DoesNotFit, synth
+    from .rtl.core import max_pipeline
+    if target not in TARGETS or not TARGETS[target].nextpnr:
+        raise UserError(f"--pipeline auto measures Fmax by place and route: give --target one of "
+                        f"{', '.join(k for k, t in TARGETS.items() if t.nextpnr)}")
+    tried: dict[int, dict] = {}
+
+    def measure(k: int) -> float:
+        d = out / "pipeline_search" / f"p{k}"
+        d.mkdir(parents=True, exist_ok=True)
+        emit_verilog(graph, d, k, table_bits=table_bits)
+        log(f"[pipeline auto] {k} stages: synthesis, place and route for {target} ...")
+        try:
+            r = synth(d, target, freq, log=lambda *a: None, energy_steps=0)
+        except DoesNotFit as e:
+            raise UserError(str(e)) from None
+        tried[k] = {"pipeline": k, "latency_cycles": r["latency_cycles"], "fmax_mhz": r["fmax_mhz"],
+                    "luts": r["luts"], "ffs": r["ffs"]}
+        log(f"[pipeline auto] {k} stages: {r['fmax_mhz']} MHz, {r['luts']} LUTs, latency {r['latency_cycles']}")
+        return r["fmax_mhz"] or 0.0
+
+    lo, hi = 0, max_pipeline(graph)
+    if measure(hi) >= freq:
+        while lo < hi:  # invariant: hi meets the clock
+            mid = (lo + hi) // 2
+            if measure(mid) >= freq:
+                hi = mid
+            else:
+                lo = mid + 1
+    return hi, sorted(tried.values(), key=lambda t: t["pipeline"])
+
+
 def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False,
-                obs_frac: list[int] | None = None, pipeline: int | str = 0, table_bits: int | None = None) -> dict:
+                obs_frac: list[int] | None = None, pipeline: int | str = 0, table_bits: int | None = None,
+                target: str | None = None, freq: float = 150.0, log=print) -> dict:
+    """``pipeline``: register stages, "max", or "auto" (the fewest that reach ``freq`` MHz on ``target``,
+    measured by :func:`choose_pipeline`)."""
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "graph.json")
+    search = None
+    if pipeline == "auto":
+        pipeline, tried = choose_pipeline(graph, out, target, freq, table_bits, log)
+        search = {"target": target, "requested_mhz": freq, "chosen": pipeline, "tried": tried,
+                  "met": any(t["pipeline"] == pipeline and (t["fmax_mhz"] or 0) >= freq for t in tried)}
     usage = input_usage(frozen, graph, frozen.meta["thermometer_bits"])
     write_json(out / "inputs_report.json", usage)
     heatmap_png(usage, out / "inputs_heatmap.png",
@@ -97,6 +143,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
                    "report": str(out / "inputs_report.json"), "heatmap": str(out / "inputs_heatmap.png")},
         "onnx": str(out / "policy.onnx") if onnx else None,
         "hdl": hdl,
+        "pipeline_search": search,
         "seconds": round(time.perf_counter() - t0, 3),
     }
     write_json(out / "compile_report.json", report)
@@ -110,6 +157,8 @@ def import_model(model: Path, out: Path, env: str | None = None, obs_width: int 
     The lowering checks itself: onnxruntime and the IR run the same fixed-point observations, the last
     layer's codes must agree on every one (else nothing is written)."""
     from .ir.onnx_import import check_against_onnxruntime, import_onnx, load_model
+    if pipeline == "auto":
+        raise UserError("--pipeline auto: dwc compile and dwc build only; give dwc import a number of stages or max")
     t0 = time.perf_counter()
     if env is not None:
         from .rl.envs import check_env_id

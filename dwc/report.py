@@ -59,7 +59,7 @@ def aggregate(state: dict, results: list[dict]) -> list[dict]:
                "train_steps": min((r["train_steps"] for r in rs), default=None)}
         for key, _ in METRICS_SHOWN:
             row[key] = quartiles([r[key] for r in rs if r.get(key) is not None])
-        for key in ("luts", "ir_luts", "fmax_mhz"):
+        for key in ("luts", "ir_luts", "comparators", "fmax_mhz", "latency_cycles"):
             row[key] = quartiles([r[key] for r in rs if r.get(key) is not None])
         eq = [r["rtl_equals_frozen"] for r in rs if r.get("rtl_equals_frozen") is not None]
         row["rtl_equals_frozen"] = all(eq) if eq else None

@@ -88,3 +88,33 @@ def test_default_options_follow_the_pipelining():
     assert default_options(TARGETS["ecp5-25k"], shallow) == "-cmp2softlogic"
     assert default_options(TARGETS["ecp5-85k"], deep) == "-nobram"
     assert default_options(TARGETS["ice40-hx8k"], deep) == default_options(TARGETS["ice40-hx8k"], shallow) == ""
+
+
+@pytest.mark.slow
+def test_pipeline_auto_picks_the_fewest_stages_that_reach_the_clock(tmp_path):
+    """Timing-aware lowering on measured Fmax: every tried design really went through nextpnr; the
+    choice meets the clock and every shallower design tried misses it; the core written has the
+    chosen latency."""
+    from dwc.compile import choose_pipeline, emit_verilog
+    from dwc.ir.freeze import untrained_graph
+    from dwc.models import ActorConfig
+    from dwc.rtl.core import max_pipeline
+    g = untrained_graph(4, 1, ActorConfig(width=32, lut_inputs=4, thermo_bits=7), env="InvertedPendulum-v5")
+    freq = 200.0
+    k, tried = choose_pipeline(g, tmp_path, "ecp5-25k", freq, log=lambda *a: None)
+    by_k = {t["pipeline"]: t for t in tried}
+    assert max_pipeline(g) in by_k and k in by_k
+    assert by_k[k]["fmax_mhz"] >= freq, tried  # this small core reaches 200 MHz with its deepest pipeline
+    assert all(t["fmax_mhz"] < freq for t in tried if t["pipeline"] < k), tried
+    for t in tried:
+        report = json.loads((tmp_path / "pipeline_search" / f"p{t['pipeline']}" / "synth/ecp5-25k/report.json").read_text())
+        assert report["fmax_mhz"] == t["fmax_mhz"] and report["latency_cycles"] == 2 + t["pipeline"]
+    emit_verilog(g, tmp_path, k)
+    assert json.loads((tmp_path / "dwc_core.json").read_text())["latency_cycles"] == 2 + k
+
+
+def test_pipeline_auto_needs_a_placed_target(tmp_path, capsys):
+    policy = Path(__file__).resolve().parent.parent / "policies" / "inverted-pendulum-v5-gates"
+    assert main(["compile", str(policy), "--out", str(tmp_path / "b"), "--pipeline", "auto"]) == 2
+    assert "--pipeline auto measures Fmax" in capsys.readouterr().err
+    assert main(["compile", str(policy), "--out", str(tmp_path / "c"), "--pipeline", "auto", "--target", "xc7"]) == 2

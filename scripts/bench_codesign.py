@@ -1,0 +1,177 @@
+"""The codesign frontier: return vs LUTs vs Fmax on one FPGA for several circuit sizes, LUT arities
+and comparator budgets, from real training, real synthesis and real place and route.
+
+Every point is a `dwc sweep` run (so the benchmark is resumable and runs on a Ray cluster with
+--address): train with SAC, freeze, verify the Verilog in Verilator on closed-loop episodes, then
+yosys + nextpnr for --target with the deepest pipeline. Configs are named lutN-wW[-cK]: N-input LUTs
+(4 = native on ECP5/iCE40, trained with --target), W LUTs per layer, at most K comparators.
+Optionally a --reference run (e.g. the shipped LUT6 policy) goes through the same compile/verify/synth.
+
+Printed: one row per config with the median frozen return, LUTs, Fmax, latency, ratios to the
+LUT6 config of the same width (or the reference), and whether it is on the Pareto frontier of
+(return up, LUTs down); the issue's target (ECP5: >= 0.95x the LUT6 return with <= 1/3 of its
+LUTs at >= 150 MHz) is checked on every LUT4 row. JSON and PNG next to the sweep.
+
+  .venv/bin/python scripts/bench_codesign.py --tasks InvertedPendulum-v5 --steps 10000 --widths 64 256
+  .venv/bin/python scripts/bench_codesign.py --tasks Hopper-v5 InvertedPendulum-v5 --steps 300000 \\
+      --widths 128 256 512 --comparators 0 96 --reference policies/hopper-v5-dwc --address auto
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_RETURN, TARGET_LUTS, TARGET_MHZ = 0.95, 1 / 3, 150.0
+
+
+def spec_text(args) -> str:
+    configs = {}
+    for n in args.arities:
+        for w in args.widths:
+            for k in args.comparators:
+                opts = {"policy": "dwc", "lut_inputs": n, "width": w, "wiring": args.wiring}
+                if n == 4:  # native on the LUT4 fabrics: trained for the target
+                    opts = {**opts, "target": args.target.split("-")[0]}
+                    del opts["lut_inputs"]
+                if k:
+                    opts["max_comparators"] = k
+                configs[f"lut{n}-w{w}" + (f"-c{k}" if k else "")] = opts
+    spec = {"tasks": args.tasks, "seeds": args.seeds, "steps": args.steps,
+            "options": {"thermo_bits": args.thermo_bits, "learning_starts": args.learning_starts,
+                        "eval_episodes": args.episodes},
+            "configs": configs,
+            "hardware": {"target": args.target, "episodes": args.hw_episodes, "pipeline": "max", "freq": args.freq}}
+    return json.dumps(spec, indent=1)  # JSON is YAML
+
+
+def reference_point(run: Path, out: Path, args) -> dict:
+    from dwc.build import build
+    s = build(out / "reference" / run.name, from_run=run, target=args.target, pipeline="max",
+              episodes=args.hw_episodes, freq=args.freq, progress=False, log=lambda *a: None)
+    from dwc.rl.train import evaluate_run
+    ev = evaluate_run(run, args.episodes, progress=False, frozen=True, write=False)
+    return {"task": s["env"], "config": f"reference:{run.name}", "frozen": ev["frozen"]["mean_return"],
+            "luts": s["synth"]["luts"], "fmax_mhz": s["synth"]["fmax_mhz"], "latency_cycles": s["latency_cycles"],
+            "comparators": s["comparators"], "ir_luts": s["ir_luts"], "train_steps": ev["train_steps"], "seeds": 1}
+
+
+def points(sweep_dir: Path) -> list[dict]:
+    """One point per (task, config) that has synthesised runs: medians over its seeds."""
+    from dwc.report import aggregate, load_runs
+    state, results = load_runs(sweep_dir)
+    med = lambda q: None if q is None else q["median"]
+    return [{"task": r["task"], "config": r["config"], "frozen": med(r["frozen_return"]), "luts": med(r["luts"]),
+             "fmax_mhz": med(r["fmax_mhz"]), "latency_cycles": med(r["latency_cycles"]),
+             "comparators": med(r["comparators"]), "ir_luts": med(r["ir_luts"]), "train_steps": r["train_steps"],
+             "seeds": len(r["seeds"])}
+            for r in aggregate(state, results) if r["seeds"] and r["luts"] is not None]
+
+
+def compare(rows: list[dict]) -> None:
+    """Ratios to the LUT6 config of the same width (else the task's reference); Pareto flags."""
+    for r in rows:
+        same = [x for x in rows if x["task"] == r["task"] and x["config"] == "lut6-" + r["config"].split("-")[1]]
+        ref = same[0] if same and r["config"].startswith("lut4") else \
+            next((x for x in rows if x["task"] == r["task"] and x["config"].startswith("reference:")), None)
+        if ref is not None and ref is not r:
+            r["vs"] = ref["config"]
+            r["return_ratio"] = r["frozen"] / ref["frozen"] if ref["frozen"] else None
+            r["lut_ratio"] = r["luts"] / ref["luts"]
+            r["meets_target"] = (r["config"].startswith("lut4") and r["return_ratio"] is not None
+                                 and r["return_ratio"] >= TARGET_RETURN and r["lut_ratio"] <= TARGET_LUTS
+                                 and (r["fmax_mhz"] or 0) >= TARGET_MHZ)
+        r["pareto"] = not any(x is not r and x["task"] == r["task"] and x["frozen"] >= r["frozen"]
+                              and x["luts"] <= r["luts"] and (x["frozen"] > r["frozen"] or x["luts"] < r["luts"])
+                              for x in rows)
+
+
+def table(rows: list[dict]) -> str:
+    head = ["task", "config", "seeds", "steps", "frozen return", "LUTs", "comparators", "Fmax MHz", "latency",
+            "vs", "return x", "LUTs x", "Pareto", "target"]
+    body = [[r["task"], r["config"], str(r["seeds"]), str(r["train_steps"]), f"{r['frozen']:.1f}", f"{r['luts']:.0f}",
+             "-" if r["comparators"] is None else f"{r['comparators']:.0f}",
+             "-" if r["fmax_mhz"] is None else f"{r['fmax_mhz']:.1f}",
+             "-" if r["latency_cycles"] is None else f"{r['latency_cycles']:.0f}",
+             r.get("vs", "-"), f"{r['return_ratio']:.2f}" if r.get("return_ratio") is not None else "-",
+             f"{r['lut_ratio']:.2f}" if r.get("lut_ratio") is not None else "-", "*" if r["pareto"] else "",
+             {True: "MET", False: "no"}.get(r.get("meets_target"), "-")] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
+
+
+def plot(rows: list[dict], path: Path, target: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4), dpi=110, squeeze=False)
+    fmax = [r["fmax_mhz"] or 0 for r in rows]
+    for ax, task in zip(axes[0], tasks):
+        rs = [r for r in rows if r["task"] == task]
+        for r in rs:
+            marker = "s" if r["config"].startswith("lut6") else "*" if r["config"].startswith("reference") else "o"
+            sc = ax.scatter(r["luts"], r["frozen"], c=[r["fmax_mhz"] or 0], cmap="viridis", vmin=min(fmax),
+                            vmax=max(fmax) + 1e-9, marker=marker, s=70, edgecolors="k", linewidths=0.5)
+            ax.annotate(r["config"], (r["luts"], r["frozen"]), fontsize=6, xytext=(4, 3), textcoords="offset points")
+        front = sorted((r for r in rs if r["pareto"]), key=lambda r: r["luts"])
+        ax.plot([r["luts"] for r in front], [r["frozen"] for r in front], "k--", lw=0.8, label="Pareto frontier")
+        ax.set_xscale("log")
+        ax.set_xlabel(f"LUTs on {target} (synthesised core)")
+        ax.set_ylabel("frozen circuit return (median over seeds)")
+        ax.set_title(f"{task}  (o LUT4 codesigned, s LUT6, * reference)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.colorbar(sc, ax=ax, label="Fmax (MHz)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", nargs="+", default=["Hopper-v5", "InvertedPendulum-v5"])
+    ap.add_argument("--steps", type=int, default=300_000, help="SAC env steps per run (the same for every config)")
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--widths", type=int, nargs="+", default=[128, 256, 512])
+    ap.add_argument("--arities", type=int, nargs="+", default=[4, 6], help="LUT inputs (4: native on --target)")
+    ap.add_argument("--comparators", type=int, nargs="+", default=[0], help="comparator budgets (0: none)")
+    ap.add_argument("--wiring", choices=["learnable", "random"], default="learnable")
+    ap.add_argument("--thermo-bits", type=int, default=63)
+    ap.add_argument("--learning-starts", type=int, default=5000)
+    ap.add_argument("--episodes", type=int, default=10, help="evaluation episodes (float and frozen)")
+    ap.add_argument("--hw-episodes", type=int, default=2, help="closed-loop Verilator episodes per run")
+    ap.add_argument("--target", default="ecp5-25k")
+    ap.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr (MHz)")
+    ap.add_argument("--reference", type=Path, nargs="*", default=[], help="trained runs to place on the plot too")
+    ap.add_argument("--out", type=Path, default=ROOT / "sweeps" / "codesign")
+    ap.add_argument("--address", help="a running Ray cluster (default: a local engine)")
+    args = ap.parse_args()
+
+    from dwc.errors import UserError
+    from dwc.sweep import sweep
+    args.out.mkdir(parents=True, exist_ok=True)
+    spec = args.out / "codesign.yaml"
+    spec.write_text(spec_text(args))
+    try:
+        state = sweep(spec, args.out, args.address, progress=True)
+        rows = points(args.out) + [reference_point(r, args.out, args) for r in args.reference]
+    except UserError as e:
+        print(f"bench_codesign: error: {e}", file=sys.stderr)
+        return 2
+    failed = [k for k, v in state["runs"].items() if v["state"] == "failed"]
+    compare(rows)
+    print(table(rows))
+    if failed:
+        print(f"failed runs (see {args.out}/sweep.json): {', '.join(failed)}")
+    (args.out / "codesign.json").write_text(json.dumps({"target": args.target, "rows": rows}, indent=2) + "\n")
+    plot(rows, args.out / "codesign.png", args.target)
+    print(f"written: {args.out / 'codesign.json'}, {args.out / 'codesign.png'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
