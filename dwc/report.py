@@ -93,9 +93,11 @@ def table(rows: list[dict], markdown: bool = False) -> str:
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
 
 
-LEGEND = ("median [25th, 75th percentile] over seeds of the mean return over each run's deterministic "
-          "evaluation episodes; float = the trained policy, frozen = its integer circuit (reference "
-          "executor), hardware = the Verilog in Verilator, closed loop; LUTs = synthesised (or IR) LUTs.")
+LEGEND = ("median [25th, 75th percentile] over seeds of each run's mean deterministic return; float = the "
+          "trained policy and frozen = its integer circuit (reference executor), over the evaluation "
+          "episodes; hardware = the Verilog in Verilator, closed loop, over the first hardware.episodes of "
+          "those episodes (flagged if it differs from the frozen circuit's on any of them); LUTs = "
+          "synthesised LUTs (IR LUTs without a synthesis target).")
 
 
 def curve(metrics: Path, grid: np.ndarray) -> np.ndarray:

@@ -280,17 +280,21 @@ def _last_step(job: Job) -> int:
 
 
 def _start_ray(address: str | None, cpus: int | None):
+    address = address or os.environ.get("RAY_ADDRESS")
+    # read by Ray at import: set before it
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address and "RAY_AUTH_MODE" not in os.environ and (
+            os.environ.get("RAY_AUTH_TOKEN") or (Path.home() / ".ray" / "auth_token").exists()):
+        os.environ["RAY_AUTH_MODE"] = "token"  # Ray's clusters want the token; a driver sends it only in this mode
     try:
         import ray
     except ImportError:
         raise UserError("dwc sweep runs on Ray: pip install 'dwc[sweep]' (or pip install ray)") from None
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    address = address or os.environ.get("RAY_ADDRESS")
     try:
         if address:  # a running cluster: it brings its own resources
             ray.init(address=address, logging_level="WARNING", log_to_driver=False)
-        else:  # a local engine for this machine, gone when the sweep ends
-            ray.init(num_cpus=cpus or os.cpu_count(), include_dashboard=False, logging_level="WARNING",
+        else:  # a new local engine for this machine (never a cluster started earlier), gone when the sweep ends
+            ray.init(address="local", num_cpus=cpus or os.cpu_count(), include_dashboard=False, logging_level="WARNING",
                      log_to_driver=False, object_store_memory=100 * 2**20)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise UserError(f"cannot start Ray{' at ' + address if address else ''}: {str(e).splitlines()[0]}") from None

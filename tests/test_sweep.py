@@ -214,3 +214,42 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
     mlp = json.loads((tmp_path / "s/runs/InvertedPendulum-v5/mlp/seed1/result.json").read_text())
     assert mlp["frozen_return"] is None and mlp["rtl_return"] is None
     assert main(["report", str(tmp_path / "s")]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_sweep_runs_on_a_running_cluster(tmp_path):
+    """--address: the runs go to a Ray cluster started beforehand (`ray start --head`), not to a
+    local engine of the sweep's own."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ray_cli = Path(sys.executable).parent / "ray"
+    head_log = open(tmp_path / "head.log", "w")
+    head = subprocess.Popen([str(ray_cli), "start", "--head", "--port", str(port), "--num-cpus", "1",
+                             "--include-dashboard=false", "--disable-usage-stats", "--block"],
+                            stdout=head_log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_for(lambda: "Ray runtime started" in (tmp_path / "head.log").read_text(), 120, "the Ray head")
+        spec = write_spec(tmp_path / "one.yaml", f"""
+tasks: [InvertedPendulum-v5]
+seeds: [3]
+steps: 600
+options: {json.dumps(SMALL)}
+configs: {{dwc: {{policy: dwc}}}}
+""")
+        res = subprocess.run([sys.executable, "-m", "dwc", "sweep", str(spec), "--out", str(tmp_path / "s"),
+                              "--address", f"127.0.0.1:{port}", "--no-progress"], capture_output=True, text=True,
+                             timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert f"(127.0.0.1:{port}): 1 CPUs" in res.stdout  # the cluster's resources, not this machine's 2+
+        r = json.loads((tmp_path / "s/runs/InvertedPendulum-v5/dwc/seed3/result.json").read_text())
+        assert r["train_steps"] == 600 and r["frozen_return"] is not None
+    finally:
+        head.send_signal(signal.SIGINT)  # ray start --block stops its processes on SIGINT
+        try:
+            head.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+        head_log.close()
