@@ -95,8 +95,8 @@ def table(rows: list[dict], markdown: bool = False) -> str:
 
 LEGEND = ("median [25th, 75th percentile] over seeds of each run's mean deterministic return; float = the "
           "trained policy and frozen = its integer circuit (reference executor), over the evaluation "
-          "episodes; hardware = the Verilog in Verilator, closed loop, over the first hardware.episodes of "
-          "those episodes (flagged if it differs from the frozen circuit's on any of them); LUTs = "
+          "episodes; hardware = the Verilog in Verilator, closed loop, over the same episodes (or the first "
+          "hardware.episodes of them; flagged if it differs from the frozen circuit's on any); LUTs = "
           "synthesised LUTs (IR LUTs without a synthesis target).")
 
 

@@ -42,7 +42,7 @@ configs:                                  # name -> dwc train options (names as 
   mlp: {policy: mlp}
 hardware:                                 # optional: after training, per circuit run
   target: ecp5-25k                        # compile + Verilator verify, then synthesis (none: no synthesis)
-  episodes: 3                             # closed-loop episodes in Verilator
+  episodes: 3                             # closed-loop Verilator episodes (default: all evaluation episodes)
 resources:                                # optional
   cpus_per_run: 1                         # Ray CPUs per run, also its torch threads
   gpus_per_run: auto                      # auto: 1 when the cluster has GPUs, else 0; 0.25 packs 4 runs per GPU
@@ -50,7 +50,8 @@ resources:                                # optional
 """
 
 SPEC_KEYS = {"tasks", "seeds", "steps", "options", "configs", "hardware", "resources"}
-HARDWARE_KEYS = {"target": "none", "episodes": 3, "pipeline": "max", "freq": 200.0}
+# episodes None: the run's evaluation episodes, so float, frozen and hardware returns are over the same ones
+HARDWARE_KEYS = {"target": "none", "episodes": None, "pipeline": "max", "freq": 200.0}
 RESOURCE_KEYS = {"cpus_per_run": 1, "gpus_per_run": "auto", "max_retries": 3}
 # Options that change where and how fast a run goes, not what it computes: not part of a run's identity.
 PLACEMENT = {"device", "cuda_graphs", "threads", "checkpoint_every"}
@@ -172,7 +173,7 @@ def load_spec(path: Path) -> Spec:
         hardware = {**HARDWARE_KEYS, **hw}
         if hardware["target"] != "none" and hardware["target"] not in TARGETS:
             raise UserError(f"{path}: hardware: target {hardware['target']!r}: choose from {', '.join(TARGETS)} or none")
-        if not (isinstance(hardware["episodes"], int) and hardware["episodes"] >= 1):
+        if hardware["episodes"] is not None and not (isinstance(hardware["episodes"], int) and hardware["episodes"] >= 1):
             raise UserError(f"{path}: hardware: episodes must be an integer >= 1")
     res = {**RESOURCE_KEYS, **mapping(raw.get("resources") or {}, "resources")}
     if unknown := set(res) - set(RESOURCE_KEYS):
@@ -256,12 +257,12 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float) -> dict:
               "fmax_mhz": None, "ir_luts": None, "comparators": None, "latency_cycles": None}
     if job["hardware"]:
         hw = job["hardware"]
-        s = build(d / "build", from_run=run, target=hw["target"], pipeline=hw["pipeline"], episodes=hw["episodes"],
-                  freq=hw["freq"], progress=False)
+        s = build(d / "build", from_run=run, target=hw["target"], pipeline=hw["pipeline"],
+                  episodes=hw["episodes"] or cfg.eval_episodes, freq=hw["freq"], progress=False)
         syn = s["synth"] or {}
         result.update(rtl_return=s["rtl_return"], rtl_equals_frozen=s["rtl_equals_frozen"], ir_luts=s["ir_luts"],
-                      comparators=s["comparators"], latency_cycles=s["latency_cycles"], luts=syn.get("luts"), fmax_mhz=syn.get("fmax_mhz"),
-                      target=syn.get("target"))
+                      comparators=s["comparators"], latency_cycles=s["latency_cycles"], luts=syn.get("luts"),
+                      fmax_mhz=syn.get("fmax_mhz"), target=syn.get("target"))
     result["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(d / RESULT, result)
     return result

@@ -50,7 +50,7 @@ def spec_text(args) -> str:
 def reference_point(run: Path, out: Path, args) -> dict:
     from dwc.build import build
     s = build(out / "reference" / run.name, from_run=run, target=args.target, pipeline="max",
-              episodes=args.hw_episodes, freq=args.freq, progress=False, log=lambda *a: None)
+              episodes=args.hw_episodes or args.episodes, freq=args.freq, progress=False, log=lambda *a: None)
     from dwc.rl.train import evaluate_run
     ev = evaluate_run(run, args.episodes, progress=False, frozen=True, write=False)
     return {"task": s["env"], "config": f"reference:{run.name}", "frozen": ev["frozen"]["mean_return"],
@@ -143,7 +143,7 @@ def main() -> int:
     ap.add_argument("--thermo-bits", type=int, default=63)
     ap.add_argument("--learning-starts", type=int, default=5000)
     ap.add_argument("--episodes", type=int, default=10, help="evaluation episodes (float and frozen)")
-    ap.add_argument("--hw-episodes", type=int, default=2, help="closed-loop Verilator episodes per run")
+    ap.add_argument("--hw-episodes", type=int, help="closed-loop Verilator episodes per run (default: --episodes)")
     ap.add_argument("--target", default="ecp5-25k")
     ap.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr (MHz)")
     ap.add_argument("--reference", type=Path, nargs="*", default=[], help="trained runs to place on the plot too")
