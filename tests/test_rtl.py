@@ -66,6 +66,12 @@ def test_verilog_in_verilator_matches_reference(tmp_path, pipeline):
                         rng.integers([f.min_int for f in g.obs_formats], [f.max_int + 1 for f in g.obs_formats],
                                      (100, g.obs_dim)),
                         [[f.min_int for f in g.obs_formats], [f.max_int for f in g.obs_formats], [0] * g.obs_dim]])
+    # every comparator at its threshold and one code either side (the carry-out comparator's edge cases)
+    edges = [[min(max(c.threshold + e, f.min_int), f.max_int) if d == c.dim else 0
+              for d, f in enumerate(g.obs_formats)] for c in g.comparators for e in (-1, 0, 1)]
+    q = np.concatenate([q, np.array(edges, dtype=q.dtype)])
+    verilog = (tmp_path / "dwc_core.v").read_text()
+    assert ("dwc_cmp_carry #(" in verilog) == (pipeline == "max")  # deep pipelines use the carry-out form
     r = simulate_vectors(tmp_path / "dwc_core.v", ports, q, tmp_path / "sim_build")
     assert np.array_equal(r["actions"], ref.actions_int(g, q))
     assert set(r["latency"]) == {ports["latency_cycles"]} == {2 + ports["pipeline"]}
