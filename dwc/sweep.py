@@ -59,6 +59,11 @@ RESULT = "result.json"
 ATTEMPTS = "attempts.jsonl"
 
 
+def identity(cfg: TrainConfig) -> dict:
+    """The options that decide what a run computes."""
+    return {k: v for k, v in cfg.to_dict().items() if k not in PLACEMENT}
+
+
 @dataclass
 class Job:
     id: str  # TASK/CONFIG/seedS
@@ -71,13 +76,21 @@ class Job:
 
     @property
     def key(self) -> str:
-        """What the run computes: a changed key means the recorded result is not this run's."""
-        c = {k: v for k, v in self.cfg.to_dict().items() if k not in PLACEMENT}
-        return hashlib.sha256(json.dumps([c, self.hardware], sort_keys=True).encode()).hexdigest()[:16]
+        """What the run computes (recorded in its result.json)."""
+        return hashlib.sha256(json.dumps([identity(self.cfg), self.hardware], sort_keys=True).encode()).hexdigest()[:16]
 
     def finished(self) -> bool:
+        """result.json is there and was computed by this run: the run directory's config (fields added
+        to dwc since it was written take their defaults) and the hardware options are the spec's."""
         p = self.dir / RESULT
-        return p.exists() and json.loads(p.read_text()).get("key") == self.key
+        if not p.exists():
+            return False
+        from .rl.run import load_config
+        try:
+            stored = load_config(self.dir / "run")
+        except UserError:
+            return False
+        return json.loads(p.read_text()).get("hardware") == self.hardware and identity(stored) == identity(self.cfg)
 
     def payload(self) -> dict:  # what a worker receives: plain data
         return {"id": self.id, "task": self.task, "config": self.config, "seed": self.seed, "dir": str(self.dir),

@@ -253,3 +253,20 @@ configs: {{dwc: {{policy: dwc}}}}
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
         head_log.close()
+
+
+def test_a_finished_run_stays_finished_when_dwc_gains_a_config_field(tmp_path):
+    """A run is identified by its directory's config.json, read with today's defaults: results
+    written before a new option existed are still recognised; a changed option is not."""
+    from dwc.rl.run import write_json
+    spec = load_spec(write_spec(tmp_path / "s.yaml", "tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {width: 8}}"))
+    job = spec.jobs(tmp_path)[0]
+    old = job.cfg.to_dict()
+    del old["target"], old["actor"]["max_luts"]  # as written by an older dwc
+    write_json(job.dir / "run" / "config.json", old)
+    write_json(job.dir / "result.json", {"hardware": None})
+    assert job.finished()
+    job.cfg.device = "cuda"  # where it runs does not matter
+    assert job.finished()
+    job.cfg.actor.width = 16
+    assert not job.finished()
