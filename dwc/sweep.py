@@ -148,10 +148,11 @@ def load_spec(path: Path) -> Spec:
         if k not in raw:
             raise UserError(f"{path}: missing {k!r} (see dwc sweep --help)")
 
-    def mapping(v, what):
+    def mapping(v, what, names: bool = False):
+        """A YAML mapping; option names may use - or _ (``names``: keys are names, kept as written)."""
         if not isinstance(v, dict):
             raise UserError(f"{path}: {what} must be a mapping, got {v!r}")
-        return {str(k).replace("-", "_"): x for k, x in v.items()}
+        return {str(k) if names else str(k).replace("-", "_"): x for k, x in v.items()}
 
     tasks = raw["tasks"] if isinstance(raw["tasks"], list) else [raw["tasks"]]
     if not tasks or not all(isinstance(t, str) for t in tasks):
@@ -168,7 +169,7 @@ def load_spec(path: Path) -> Spec:
         if k in shared:
             raise UserError(f"{path}: options: {k} comes from {k}s, not options")
     configs = {}
-    for name, opts in mapping(raw["configs"], "configs").items():
+    for name, opts in mapping(raw["configs"], "configs", names=True).items():
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
             raise UserError(f"{path}: config name {name!r}: use letters, digits and _.+- (it names folders)")
         for n, o in _expand(name, {**shared, **mapping(opts or {}, f"config {name}")}).items():

@@ -151,8 +151,14 @@ def main() -> int:
     ap.add_argument("--address", help="a running Ray cluster (default: a local engine)")
     args = ap.parse_args()
 
+    import signal
+
     from dwc.errors import UserError
     from dwc.sweep import sweep
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupt)  # a polite kill checkpoints the runs like Ctrl-C
     args.out.mkdir(parents=True, exist_ok=True)
     spec = args.out / "codesign.yaml"
     spec.write_text(spec_text(args))
@@ -162,6 +168,9 @@ def main() -> int:
     except UserError as e:
         print(f"bench_codesign: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\nbench_codesign: interrupted; the same command continues (finished runs are kept)", file=sys.stderr)
+        return 130
     failed = [k for k, v in state["runs"].items() if v["state"] == "failed"]
     compare(rows)
     print(table(rows))

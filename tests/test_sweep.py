@@ -34,19 +34,19 @@ steps: 2000
 options: {learning-starts: 100, algo: sac}
 configs:
   dwc: {policy: dwc, width: [32, 64], lut_inputs: [4, 6]}
-  mlp: {policy: mlp, learning_starts: 50}
+  float-mlp: {policy: mlp, learning_starts: 50}
 hardware: {target: none, episodes: 1}
 """))
     assert spec.seeds == [1, 2, 3]
     assert list(spec.configs) == ["dwc-width32-lut-inputs4", "dwc-width32-lut-inputs6", "dwc-width64-lut-inputs4",
-                                  "dwc-width64-lut-inputs6", "mlp"]
+                                  "dwc-width64-lut-inputs6", "float-mlp"]
     jobs = spec.jobs(tmp_path / "out")
     assert len(jobs) == 2 * 5 * 3 and len({j.id for j in jobs}) == len(jobs)
     j = next(j for j in jobs if j.id == "InvertedDoublePendulum-v5/dwc-width64-lut-inputs4/seed2")
     assert (j.cfg.env, j.cfg.seed, j.cfg.steps, j.cfg.actor.width, j.cfg.actor.lut_inputs, j.cfg.sac.learning_starts) \
         == ("InvertedDoublePendulum-v5", 2, 2000, 64, 4, 100)
     assert j.hardware["target"] == "none" and j.dir == tmp_path / "out/runs/InvertedDoublePendulum-v5/dwc-width64-lut-inputs4/seed2"
-    mlp = next(j for j in jobs if j.config == "mlp")
+    mlp = next(j for j in jobs if j.config == "float-mlp")  # names keep their dashes
     assert mlp.cfg.sac.learning_starts == 50 and mlp.hardware is None  # a config overrides shared options; no circuit
     # a run's identity ignores where it runs, not what it computes
     key = j.key
