@@ -73,7 +73,8 @@ def points(sweep_dir: Path) -> list[dict]:
 def compare(rows: list[dict]) -> None:
     """Ratios to the LUT6 config of the same width (else the task's reference); Pareto flags."""
     for r in rows:
-        same = [x for x in rows if x["task"] == r["task"] and x["config"] == "lut6-" + r["config"].split("-")[1]]
+        # the LUT6 circuit of the same width and comparator budget
+        same = [x for x in rows if x["task"] == r["task"] and x["config"] == "lut6" + r["config"][len("lut4"):]]
         ref = same[0] if same and r["config"].startswith("lut4") else \
             next((x for x in rows if x["task"] == r["task"] and x["config"].startswith("reference:")), None)
         if ref is not None and ref is not r:
