@@ -678,10 +678,7 @@ def _add_sweep(sub):
 
 
 def cmd_sweep(args) -> int:
-    import signal
-
     from .sweep import sweep
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # a polite kill stops like Ctrl-C
     if args.cpus is not None and args.cpus < 1:
         raise UserError(f"--cpus must be >= 1, got {args.cpus}")
     state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args))

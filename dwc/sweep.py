@@ -316,6 +316,17 @@ def _start_ray(address: str | None, cpus: int | None):
     return ray, address or "local"
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the sweep like Ctrl-C: running runs checkpoint, the driver exits cleanly."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, cpus: int | None = None,
           progress: bool = True, log=print) -> dict:
     """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state."""
@@ -338,6 +349,7 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     if not todo:
         return state
     ray, where = _start_ray(address, cpus)
+    _stop_on_sigterm()  # after ray.init, whose native handler would abort the driver instead
     pending = {}
     try:
         gpus = spec.resources["gpus_per_run"]

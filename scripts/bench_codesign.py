@@ -152,14 +152,8 @@ def main() -> int:
     ap.add_argument("--address", help="a running Ray cluster (default: a local engine)")
     args = ap.parse_args()
 
-    import signal
-
     from dwc.errors import UserError
     from dwc.sweep import sweep
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, interrupt)  # a polite kill checkpoints the runs like Ctrl-C
     args.out.mkdir(parents=True, exist_ok=True)
     spec = args.out / "codesign.yaml"
     spec.write_text(spec_text(args))

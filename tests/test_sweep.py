@@ -128,7 +128,7 @@ def _wait_for(pred, timeout, what):
 def test_sweep_survives_a_killed_worker_and_a_stopped_driver(tmp_path):
     """2 tasks x 2 seeds on a local Ray engine. One run's worker is SIGKILLed after its first
     checkpoint: Ray restarts it and it resumes from that checkpoint. Then the driver is stopped
-    (SIGINT) with runs unfinished, and started again: finished runs are kept untouched, the rest
+    (SIGTERM) with runs unfinished, and started again: finished runs are kept untouched, the rest
     resume, and every run ends at its full step count with its metrics intact."""
     steps = 1400
     spec = write_spec(tmp_path / "small.yaml", f"""
@@ -156,7 +156,8 @@ configs: {{dwc: {{policy: dwc}}}}
         _wait_for(lambda: any((d / "result.json").exists() for d in runs.values())
                   and any((d / "run/checkpoint.pt").exists() and not (d / "result.json").exists() for d in runs.values()),
                   180, "a finished and an unfinished run")
-        proc.send_signal(signal.SIGINT)
+        # SIGTERM, dwc's polite stop (as Ctrl-C; a background job under a non-interactive shell ignores SIGINT)
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 130, (tmp_path / "driver1.log").read_text()
     finally:
         if proc.poll() is None:
