@@ -152,10 +152,9 @@ configs: {{dwc: {{policy: dwc}}}}
         os.kill(pid, signal.SIGKILL)
         # restarted by Ray: a second attempt, resuming
         _wait_for(lambda: len((victim / "attempts.jsonl").read_text().splitlines()) >= 2, 120, "the restart")
-        # stop the driver once a run has finished and another is under way with a checkpoint
-        _wait_for(lambda: any((d / "result.json").exists() for d in runs.values())
-                  and any((d / "run/checkpoint.pt").exists() and not (d / "result.json").exists() for d in runs.values()),
-                  180, "a finished and an unfinished run")
+        # stop the driver as soon as a run has finished: with 2 runs at a time the others cannot all
+        # be done then (one has just been given the freed CPU)
+        _wait_for(lambda: any((d / "result.json").exists() for d in runs.values()), 180, "a finished run")
         # SIGTERM, dwc's polite stop (as Ctrl-C; a background job under a non-interactive shell ignores SIGINT)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 130, (tmp_path / "driver1.log").read_text()
