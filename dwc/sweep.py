@@ -231,6 +231,8 @@ def run_job(job: dict) -> dict:
         return {"id": job["id"], "error": f"{sweep_dir} is not visible on {socket.gethostname()}: on a cluster "
                                           f"the sweep folder must be on storage every node mounts"}
     d.mkdir(parents=True, exist_ok=True)
+    # an earlier result (e.g. a smaller step budget) stops counting the moment this run starts again
+    (d / RESULT).unlink(missing_ok=True)
     run = d / "run"
     resumed = (run / CHECKPOINT).exists()
     with open(d / ATTEMPTS, "a") as f:
