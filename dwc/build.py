@@ -109,7 +109,7 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
         ev = evaluate_run(run, episodes, seed=seed, progress=progress, frozen=True, write=False)
         return {"float_returns": ev["returns"], "frozen_returns": ev["frozen"]["returns"],
                 "ir_luts": c["counts"]["luts"], "comparators": c["counts"]["comparators"],
-                "latency_cycles": c["hdl"]["latency_cycles"], "policy": ev["policy"]}
+                "latency_cycles": c["hdl"]["latency_cycles"], "policy": ev["policy"], "train_steps": ev["train_steps"]}
     auto = {"target": target, "freq": freq} if pipeline == "auto" else {}  # they pick the stages
     comp = stage("compile", digest({"pipeline": pipeline, "episodes": episodes, "seed": seed, **auto},
                                    [run / "checkpoint.pt", run / "config.json"]),
@@ -134,7 +134,8 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
         syn = stage("synth", digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"]),
                     [circuit / "synth" / target / "report.json"], do_synth)
 
-    summary = {"env": env, "run": str(run), "policy": comp["policy"], "episodes": episodes, "seed": seed,
+    summary = {"env": env, "run": str(run), "policy": comp["policy"], "train_steps": comp.get("train_steps"),
+               "episodes": episodes, "seed": seed,
                "float_return": fmean(comp["float_returns"]), "frozen_return": fmean(comp["frozen_returns"]),
                "rtl_return": fmean(ver["rtl_returns"]),
                "rtl_equals_frozen": [round(r, 6) for r in ver["rtl_returns"]] == [round(r, 6) for r in comp["frozen_returns"]],

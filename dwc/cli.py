@@ -142,13 +142,7 @@ def _train_config(args):
         for k in RESUMABLE & given.keys():
             setattr(cfg, k, given[k])
         return cfg
-    try:
-        return config_from_options(given)
-    except UserError as e:  # name the flags as the user typed them
-        msg = str(e)
-        if msg.startswith("policy gates:"):
-            msg = "--policy gates: gates have 2 inputs and a random wiring; drop --lut-inputs / --wiring"
-        raise UserError(msg) from None
+    return config_from_options(given)
 
 
 def _print_eval(result: dict, as_json: bool) -> None:
@@ -165,15 +159,10 @@ def _print_eval(result: dict, as_json: bool) -> None:
                   f"{f['median_return']:.1f}  std {f['std_return']:.1f}")
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def cmd_train(args) -> int:
-    import signal
-
+    from .errors import interrupt_on_sigterm
     from .rl.train import train
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # a polite kill saves a checkpoint like Ctrl-C
+    interrupt_on_sigterm()
     cfg = _train_config(args)
     result = train(cfg, args.out, resume=args.resume, progress=not args.no_progress, command=["dwc"] + args.argv)
     _print_eval(result, args.json)
@@ -687,7 +676,7 @@ def cmd_sweep(args) -> int:
     if args.json:
         print(json.dumps(state, indent=2))
     else:
-        out = args.out or Path("sweeps") / args.spec.stem
+        out = state["out"]
         print(f"{sum(r['state'] == 'finished' for r in runs)}/{len(runs)} runs finished"
               + (f", {len(failed)} failed (see {out}/sweep.json)" if failed else "") + f"; table: dwc report {out}")
     return 1 if failed else 0

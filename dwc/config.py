@@ -124,7 +124,7 @@ def config_from_options(options: dict, where: str = "option") -> TrainConfig:
         cfg.actor.width = max(1, cfg.actor.max_luts // cfg.actor.layers)
     if cfg.actor.policy == "gates":  # a gate is a 2-input LUT on a fixed random wiring (as published)
         if options.get("lut_inputs", 2) != 2 or options.get("wiring", "random") != "random":
-            raise UserError("policy gates: gates have 2 inputs and a random wiring; drop lut_inputs / wiring")
+            raise UserError("--policy gates: gates have 2 inputs and a random wiring; drop --lut-inputs / --wiring")
         cfg.actor.lut_inputs, cfg.actor.wiring = 2, "random"
     validate(cfg)
     return cfg

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserError
-from .rl.run import METRICS, write_json
+from .rl.run import METRICS, episode_returns, write_json
 
-METRICS_SHOWN = (("float_return", "float"), ("frozen_return", "frozen"), ("rtl_return", "hardware"))
+# per-run figures summarised over seeds
+FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "ir_luts", "comparators", "fmax_mhz", "latency_cycles")
 CURVE_POINTS = 50
 
 
@@ -45,21 +46,18 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
 
 def aggregate(state: dict, results: list[dict]) -> list[dict]:
     """One row per (task, config) in the spec's order."""
-    groups: dict[tuple, list[dict]] = {}
-    for rec in state["runs"].values():
-        groups.setdefault((rec["task"], rec["config"]), [])
+    from collections import Counter
+    planned = Counter((rec["task"], rec["config"]) for rec in state["runs"].values())
+    groups: dict[tuple, list[dict]] = {key: [] for key in planned}
     for r in results:
         groups.setdefault((r["task"], r["config"]), []).append(r)
     rows = []
     for (task, config), rs in groups.items():
         rs = sorted(rs, key=lambda r: r["seed"])
-        planned = sum(1 for rec in state["runs"].values() if (rec["task"], rec["config"]) == (task, config))
         row = {"task": task, "config": config, "policy": rs[0]["policy"] if rs else None,
-               "seeds": [r["seed"] for r in rs], "planned": planned,
+               "seeds": [r["seed"] for r in rs], "planned": planned[task, config],
                "train_steps": min((r["train_steps"] for r in rs), default=None)}
-        for key, _ in METRICS_SHOWN:
-            row[key] = quartiles([r[key] for r in rs if r.get(key) is not None])
-        for key in ("luts", "ir_luts", "comparators", "fmax_mhz", "latency_cycles"):
+        for key in FIGURES:
             row[key] = quartiles([r[key] for r in rs if r.get(key) is not None])
         eq = [r["rtl_equals_frozen"] for r in rs if r.get("rtl_equals_frozen") is not None]
         row["rtl_equals_frozen"] = all(eq) if eq else None
@@ -103,12 +101,7 @@ LEGEND = ("median [25th, 75th percentile] over seeds of each run's mean determin
 def curve(metrics: Path, grid: np.ndarray) -> np.ndarray:
     """Training episodic return on ``grid``: the mean of the episodes that ended in each grid cell,
     carried forward over cells without one (NaN before the first episode)."""
-    pts = []
-    if metrics.exists():
-        for line in metrics.read_text().splitlines():
-            rec = json.loads(line)
-            if "charts/episodic_return" in rec:
-                pts.append((rec["step"], rec["charts/episodic_return"]))
+    pts = episode_returns(metrics)
     out = np.full(len(grid), np.nan)
     if not pts:
         return out

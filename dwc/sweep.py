@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import OPTIONS, RESUMABLE, TrainConfig, config_from_options, option_value
-from .errors import UserError
+from .errors import UserError, interrupt_on_sigterm
 from .rl.run import CHECKPOINT, METRICS, write_json
 
 SPEC_HELP = """\
@@ -318,17 +318,6 @@ def _start_ray(address: str | None, cpus: int | None):
     return ray, address or "local"
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM stops the sweep like Ctrl-C: running runs checkpoint, the driver exits cleanly."""
-    import signal
-    import threading
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, interrupt)
-
-
 def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, cpus: int | None = None,
           progress: bool = True, log=print) -> dict:
     """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state."""
@@ -342,7 +331,7 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     jobs = spec.jobs(out.resolve())
     todo = [j for j in jobs if not j.finished()]
     todo_ids = {j.id for j in todo}
-    state = {"spec": str(spec_path), "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
+    state = {"spec": str(spec_path), "out": str(out), "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
                                                      "config": j.config, "seed": j.seed,
                                                      "state": "todo" if j.id in todo_ids else "finished"} for j in jobs}}
     log(f"{out}: {len(jobs)} runs ({len(spec.tasks)} tasks x {len(spec.configs)} configs x {len(spec.seeds)} seeds); "
@@ -351,13 +340,13 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     if not todo:
         return state
     ray, where = _start_ray(address, cpus)
-    _stop_on_sigterm()  # after ray.init, whose native handler would abort the driver instead
+    interrupt_on_sigterm()  # after ray.init, whose native SIGTERM handler would abort the driver instead
     pending = {}
     try:
+        res = ray.cluster_resources()
         gpus = spec.resources["gpus_per_run"]
         if gpus == "auto":
-            gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
-        res = ray.cluster_resources()
+            gpus = 1 if res.get("GPU", 0) > 0 else 0
         log(f"engine: Ray {ray.__version__} ({where}): {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs; "
             f"each run {spec.resources['cpus_per_run']} CPU, {gpus:g} GPU, up to {spec.resources['max_retries']} restarts")
         task = ray.remote(run_job)

@@ -140,8 +140,8 @@ class ComparatorBank(wiring.Component):
             elif self.cells == "native":
                 m.d.comb += self.bits[c].eq(x >= Const(comp.threshold, signed(f.width)))
             else:
-                m.submodules[f"cmp{c}"] = Instance("dwc_cmp_carry" if self.carry else "dwc_cmp", p_W=f.width, p_T=Const(comp.threshold, signed(f.width)),
-                                                   i_x=x, o_o=self.bits[c])
+                m.submodules[f"cmp{c}"] = Instance("dwc_cmp_carry" if self.carry else "dwc_cmp", p_W=f.width,
+                                                   p_T=Const(comp.threshold, signed(f.width)), i_x=x, o_o=self.bits[c])
         return m
 
 

@@ -48,14 +48,13 @@ def spec_text(args) -> str:
 
 
 def reference_point(run: Path, out: Path, args) -> dict:
+    """A trained run through dwc build, its frozen return on the sweep runs' evaluation episodes."""
     from dwc.build import build
     s = build(out / "reference" / run.name, from_run=run, target=args.target, pipeline="max",
-              episodes=args.hw_episodes or args.episodes, freq=args.freq, progress=False, log=lambda *a: None)
-    from dwc.rl.train import evaluate_run
-    ev = evaluate_run(run, args.episodes, progress=False, frozen=True, write=False)
-    return {"task": s["env"], "config": f"reference:{run.name}", "frozen": ev["frozen"]["mean_return"],
+              episodes=args.episodes, freq=args.freq, progress=False, log=lambda *a: None)
+    return {"task": s["env"], "config": f"reference:{run.name}", "frozen": s["frozen_return"],
             "luts": s["synth"]["luts"], "fmax_mhz": s["synth"]["fmax_mhz"], "latency_cycles": s["latency_cycles"],
-            "comparators": s["comparators"], "ir_luts": s["ir_luts"], "train_steps": ev["train_steps"], "seeds": 1}
+            "comparators": s["comparators"], "ir_luts": s["ir_luts"], "train_steps": s["train_steps"], "seeds": 1}
 
 
 def points(sweep_dir: Path) -> list[dict]:

@@ -169,7 +169,7 @@ class DWCActor(_Actor):
             self.luts = nn.ModuleList(GateLayer(sizes[i], sizes[i + 1]) for i in range(cfg.layers))
         else:
             pool = None
-            if cfg.max_comparators:  # random wiring draws from a fixed spread; learnable narrows all
+            if cfg.max_comparators:  # random wiring draws from a fixed spread; learnable starts from all
                 pool = (spread_thresholds(obs_dim, cfg.thermo_bits, cfg.max_comparators) if cfg.wiring == "random"
                         else torch.arange(sizes[0]))
             self.luts = nn.ModuleList(
@@ -199,7 +199,7 @@ class DWCActor(_Actor):
         t = min(1.0, max(0.0, (progress - 0.2) / 0.4))
         target = max(k, round(n0 * (k / n0) ** t))
         current = int(first.allowed.sum())
-        if target < current and (target <= 0.98 * current or target == k or progress >= 1.0):
+        if target < current and (target <= 0.98 * current or target == k):
             first.limit_sources_(target)
 
     def circuit_stats(self) -> dict:

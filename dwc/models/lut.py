@@ -158,8 +158,8 @@ class LUTLayer(nn.Module):
     ``sparse_softmax`` keeps, per slot, only the candidates whose softmax weight is above 1e-7 of
     the largest (for tau ~ 1e-3 a handful): the same gradient to float precision, 10x cheaper.
     ``source_pool`` (source indices) gives the layer an ``allowed`` mask: inputs are only ever read
-    from allowed sources. A random wiring draws from the pool; a learnable one starts with every
-    source allowed and :meth:`limit_sources_` narrows the mask during training (a comparator budget).
+    from allowed sources. A random wiring draws from the pool; a learnable one chooses among them,
+    and :meth:`limit_sources_` narrows the mask during training (a comparator budget).
     """
 
     def __init__(self, in_features: int, out_features: int, n: int = 6, wiring: str = "learnable",
@@ -180,7 +180,7 @@ class LUTLayer(nn.Module):
         allowed = None
         if source_pool is not None:
             allowed = torch.zeros(in_features, dtype=torch.bool)
-            allowed[source_pool if wiring == "random" else slice(None)] = True
+            allowed[source_pool] = True
         self.register_buffer("allowed", allowed)
         self.allowed_changes = 0  # part of the wiring cache key
         if wiring == "learnable":

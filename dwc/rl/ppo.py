@@ -124,7 +124,8 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
             sps = meter.rate(step)  # over the last iteration
             run.log(step, **{"losses/policy": pg_loss.item(), "losses/value": v_loss.item(),
                              "losses/entropy": entropy.item(), "charts/SPS": sps,
-                             "charts/approx_kl": (ratio.log().neg().mean()).item()}, **{f"circuit/{k}": v for k, v in actor.circuit_stats().items()})
+                             "charts/approx_kl": (ratio.log().neg().mean()).item()},
+                    **{f"circuit/{k}": v for k, v in actor.circuit_stats().items()})
             bar.set_postfix(**episodes.postfix(sps))
             if step - last_ckpt >= cfg.checkpoint_every:
                 checkpoint()

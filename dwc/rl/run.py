@@ -164,22 +164,26 @@ class RunDir:
         self.tb.close()
 
 
+def episode_returns(metrics: Path) -> list[tuple[int, float]]:
+    """(env step, episodic return) of every training episode a run's metrics.jsonl logged."""
+    pts = []
+    if Path(metrics).exists():
+        with open(metrics) as f:
+            for line in f:
+                rec = json.loads(line)
+                if "charts/episodic_return" in rec:
+                    pts.append((rec["step"], rec["charts/episodic_return"]))
+    return pts
+
+
 def learning_curve_png(metrics: Path, path: Path, title: str = "") -> bool:
     """Episodic return vs env step from a run's metrics.jsonl (raw points and a moving median);
     False when the run logged no episodes."""
-    import json as _json
-
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
-    pts = []
-    with open(metrics) as f:
-        for line in f:
-            rec = _json.loads(line)
-            if "charts/episodic_return" in rec:
-                pts.append((rec["step"], rec["charts/episodic_return"]))
+    pts = episode_returns(metrics)
     if not pts:
         return False
     steps, rets = np.array(pts).T
