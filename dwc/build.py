@@ -110,8 +110,9 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
         return {"float_returns": ev["returns"], "frozen_returns": ev["frozen"]["returns"],
                 "ir_luts": c["counts"]["luts"], "comparators": c["counts"]["comparators"],
                 "latency_cycles": c["hdl"]["latency_cycles"], "policy": ev["policy"], "train_steps": ev["train_steps"]}
-    auto = {"target": target, "freq": freq} if pipeline == "auto" else {}  # they pick the stages
-    comp = stage("compile", digest({"pipeline": pipeline, "episodes": episodes, "seed": seed, **auto},
+    auto = {"freq": freq} if pipeline == "auto" else {}  # it picks the stages
+    # the target picks the popcount structure (and, with auto, the stages)
+    comp = stage("compile", digest({"pipeline": pipeline, "target": target, "episodes": episodes, "seed": seed, **auto},
                                    [run / "checkpoint.pt", run / "config.json"]),
                  [circuit / "graph.json", circuit / "dwc_core.v"], do_compile)
 

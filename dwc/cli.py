@@ -228,8 +228,11 @@ def _add_compile(sub):
     _add_hdl_options(p)
     p.add_argument("--onnx", action="store_true",
                    help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
-    p.add_argument("--target", help="with --pipeline auto: the FPGA whose measured Fmax picks the stages "
-                                     "(default: the run's --target family's smallest device, e.g. ecp5-25k)")
+    p.add_argument("--target", help="the FPGA (or family: ecp5, ice40, xc7) the circuit is for: it picks the "
+                                     "popcount structure (3:2 full adders on the LUT4 fabrics, 6:3 counters on "
+                                     "xc7; default: the run's dwc train --target, else 6:3) and, with --pipeline "
+                                     "auto, the device whose measured Fmax picks the stages (default: the run's "
+                                     "--target family's smallest device, e.g. ecp5-25k)")
     p.add_argument("--freq", type=float, default=150.0, help="with --pipeline auto: the clock to reach, MHz (default 150)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -287,8 +290,9 @@ def cmd_compile(args) -> int:
             print(f"pipeline auto for {ps['target']} at {ps['requested_mhz']:g} MHz: " + ", ".join(
                 f"{t['pipeline']} stages {t['fmax_mhz']} MHz" for t in ps["tried"]) +
                 f" -> {ps['chosen']} stages" + ("" if ps["met"] else " (the deepest; the clock is NOT met)"))
-        print(f"Verilog: {h['verilog']} (latency {h['latency_cycles']} cycles, ports in {h['ports']}, "
-              f"{h['seconds']:.1f} s)")
+        k = h["popcount_compressor"]
+        print(f"Verilog: {h['verilog']} (latency {h['latency_cycles']} cycles, popcounts from {k}:{k.bit_length()} "
+              f"counters, ports in {h['ports']}, {h['seconds']:.1f} s)")
         _print_lowering(h)
     return 0
 
@@ -518,7 +522,7 @@ def _add_synth(sub):
 def cmd_synth(args) -> int:
     from .fpga.synth import DoesNotFit, synth
     from .verify import load_build
-    graph, _, _ = load_build(args.build)
+    graph, ports, _ = load_build(args.build)
     if args.freq <= 0:
         raise UserError("--freq must be > 0")
     if not args.target and not args.board:
@@ -530,7 +534,7 @@ def cmd_synth(args) -> int:
     if args.target and args.energy_steps:
         from .fpga.energy import build_activity
         log(f"switching activity over {args.energy_steps} closed-loop steps (for the energy estimate) ...")
-        activity = build_activity(graph, args.energy_steps)
+        activity = build_activity(graph, args.energy_steps, ports.get("popcount_compressor", 6))
     reports, failed = [], False
     for target in args.target:
         try:

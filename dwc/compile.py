@@ -29,24 +29,39 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
         if not 4 <= w <= 24:  # 24: q / 2**frac must be exact in float32 for the bit-exact check
             raise UserError(f"{name} must be in 4..24, got {w}")
     meta = {"env": cfg.env, "policy": cfg.actor.policy, "source_run": str(run), "train_steps": int(step),
-            "actor": cfg.actor.to_dict()}
+            "actor": cfg.actor.to_dict(), "target": cfg.target}
     if cfg.actor.policy == "qmlp":
         from .ir.freeze import freeze_qmlp
         return freeze_qmlp(actor, obs_width, act_width, meta, obs_frac)
     return freeze(actor, obs_width, act_width, meta, obs_frac)
 
 
+def popcount_compressor(graph: Graph, target: str | None = None) -> int:
+    """The popcounts' first-level counter for the fabric the circuit is built for: ``target``'s (an
+    FPGA name or family), else the family the run was trained for (``dwc train --target``), else a
+    LUT6 fabric's 6:3 (see :data:`dwc.rtl.core.COMPRESSORS` for what was measured)."""
+    from .config import NATIVE_LUT_INPUTS
+    from .rtl.core import COMPRESSOR, compressor_for
+    family = next((t.split("-")[0] for t in (target, graph.meta.get("target")) if t and t != "none"), None)
+    if target and target != "none" and family not in NATIVE_LUT_INPUTS:
+        raise UserError(f"--target {target!r}: choose an FPGA family ({', '.join(NATIVE_LUT_INPUTS)}) or a device "
+                        f"of one (e.g. ecp5-25k)")
+    return compressor_for(NATIVE_LUT_INPUTS[family]) if family in NATIVE_LUT_INPUTS else COMPRESSOR
+
+
 def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "policy",
-                 table_bits: int | None = None) -> dict:
+                 table_bits: int | None = None, compressor: int | None = None) -> dict:
     """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency).
     ``pipeline``: register stages, or "max" for every cut the graph has (highest Fmax); ``scope``:
     see :class:`dwc.rtl.core.DWCCore` ("network" is for benchmarks against published cores);
-    ``table_bits``: linear-layer neurons reading at most this many bits become lookup tables."""
+    ``table_bits``: linear-layer neurons reading at most this many bits become lookup tables;
+    ``compressor``: the popcounts' first-level counter (default: :func:`popcount_compressor`)."""
     from .rtl.core import TABLE_BITS, DWCCore, max_pipeline, to_verilog
+    compressor = popcount_compressor(graph) if compressor is None else compressor
     if pipeline == "max":
-        pipeline = max_pipeline(graph)
+        pipeline = max_pipeline(graph, compressor)
     try:
-        core = DWCCore(graph, pipeline, cells="verilog", scope=scope,
+        core = DWCCore(graph, pipeline, cells="verilog", scope=scope, compressor=compressor,
                        table_bits=TABLE_BITS if table_bits is None else table_bits)
     except ValueError as e:
         raise UserError(f"--pipeline: {e}") from None
@@ -56,11 +71,12 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
     write_json(out / "dwc_core.json", ports)
     return {"verilog": str(out / "dwc_core.v"), "ports": str(out / "dwc_core.json"),
             "latency_cycles": ports["latency_cycles"], "pipeline": ports["pipeline"],
-            "linear_lowering": ports.get("linear_lowering"), "seconds": round(time.perf_counter() - t0, 3)}
+            "popcount_compressor": compressor, "linear_lowering": ports.get("linear_lowering"),
+            "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bits: int | None = None,
-                    log=print) -> tuple[int, list[dict]]:
+                    log=print, compressor: int | None = None) -> tuple[int, list[dict]]:
     """Timing-aware lowering: the fewest register stages whose core, synthesised and placed and routed
     for ``target``, reaches ``freq`` MHz (measured by nextpnr, not modelled). Binary search over
     0..max stages (Fmax grows with the stages, up to place-and-route noise); each tried design is kept
@@ -70,12 +86,13 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
     if target not in TARGETS or not TARGETS[target].nextpnr:
         raise UserError(f"--pipeline auto measures Fmax by place and route: give --target one of "
                         f"{', '.join(k for k, t in TARGETS.items() if t.nextpnr)}")
+    compressor = popcount_compressor(graph, target) if compressor is None else compressor
     tried: dict[int, dict] = {}
 
     def measure(k: int) -> float:
         d = out / "pipeline_search" / f"p{k}"
         d.mkdir(parents=True, exist_ok=True)
-        emit_verilog(graph, d, k, table_bits=table_bits)
+        emit_verilog(graph, d, k, table_bits=table_bits, compressor=compressor)
         log(f"[pipeline auto] {k} stages: synthesis, place and route for {target} ...")
         try:
             r = synth(d, target, freq, log=lambda *a: None, energy_steps=0)
@@ -86,7 +103,7 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
         log(f"[pipeline auto] {k} stages: {r['fmax_mhz']} MHz, {r['luts']} LUTs, latency {r['latency_cycles']}")
         return r["fmax_mhz"] or 0.0
 
-    lo, hi = 0, max_pipeline(graph)
+    lo, hi = 0, max_pipeline(graph, compressor)
     if measure(hi) >= freq:
         while lo < hi:  # invariant: hi meets the clock
             mid = (lo + hi) // 2
@@ -101,16 +118,18 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
                 obs_frac: list[int] | None = None, pipeline: int | str = 0, table_bits: int | None = None,
                 target: str | None = None, freq: float = 150.0, log=print) -> dict:
     """``pipeline``: register stages, "max", or "auto" (the fewest that reach ``freq`` MHz on ``target``,
-    measured by :func:`choose_pipeline`)."""
+    measured by :func:`choose_pipeline`). ``target`` (or the one trained for) also picks the popcount
+    structure (:func:`popcount_compressor`)."""
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "graph.json")
+    compressor = popcount_compressor(graph, target)
     search = None
     if pipeline == "auto":
-        pipeline, tried = choose_pipeline(graph, out, target, freq, table_bits, log)
+        pipeline, tried = choose_pipeline(graph, out, target, freq, table_bits, log, compressor)
         search = {"target": target, "requested_mhz": freq, "chosen": pipeline, "tried": tried,
                   "met": any(t["pipeline"] == pipeline and (t["fmax_mhz"] or 0) >= freq for t in tried)}
     usage = input_usage(frozen, graph, frozen.meta["thermometer_bits"])
@@ -124,7 +143,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
             export(graph, out / "policy.onnx")
         except ImportError:
             raise UserError("--onnx needs the onnx package: pip install 'dwc[onnx]'") from None
-    hdl = emit_verilog(graph, out, pipeline, table_bits=table_bits)
+    hdl = emit_verilog(graph, out, pipeline, table_bits=table_bits, compressor=compressor)
     counts = graph.counts()
     actor_cfg = frozen.meta["actor"]
     budget = {"max_luts": actor_cfg.get("max_luts") or None, "luts": counts["luts"],

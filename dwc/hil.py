@@ -84,7 +84,7 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int = 0, max_steps
         work = build / "hil"
         work.mkdir(parents=True, exist_ok=True)
         src = work / "dwc_link.v"
-        text = link_verilog(graph, ports["pipeline"], SIM_DIVISOR)
+        text = link_verilog(graph, ports, SIM_DIVISOR)
         if not src.exists() or src.read_text() != text:
             src.write_text(text)
         log("building the board top's logic (core + UART link) in Verilator ...")

@@ -32,15 +32,16 @@ BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iC
 
 
 class BoardTop(Elaboratable):
-    def __init__(self, graph: Graph, pipeline: int, baud: int = BAUD):
-        self.graph, self.pipeline, self.baud = graph, pipeline, baud
+    def __init__(self, graph: Graph, pipeline: int, baud: int = BAUD, compressor: int = 6):
+        self.graph, self.pipeline, self.baud, self.compressor = graph, pipeline, baud, compressor
 
     def elaborate(self, platform):
         from dwc.rtl.core import DWCCore
         from dwc.rtl.link import PolicyLink
         m = Module()
         divisor = int(round(platform.default_clk_frequency / self.baud))
-        m.submodules.link = link = PolicyLink(DWCCore(self.graph, self.pipeline, cells="verilog"), divisor)
+        m.submodules.link = link = PolicyLink(DWCCore(self.graph, self.pipeline, cells="verilog", compressor=self.compressor),
+                                                    divisor)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx_buf = rx = io.Buffer("i", uart.rx)
         m.submodules.tx_buf = tx = io.Buffer("o", uart.tx)
@@ -76,7 +77,7 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     saved = {k: os.environ.get(k) for k in tool_env()}
     os.environ.update(tool_env())
     try:
-        platform.build(BoardTop(graph, pipeline, baud), name="dwc_board", build_dir=str(out), do_program=False)
+        platform.build(BoardTop(graph, pipeline, baud, ports.get("popcount_compressor", 6)), name="dwc_board", build_dir=str(out), do_program=False)
     finally:
         for k, v in saved.items():
             if v is None:

@@ -47,19 +47,20 @@ def _bits(x: np.ndarray, width: int) -> np.ndarray:
     return ((x[:, None].astype(np.int64) >> np.arange(width)) & 1).astype(np.uint8)
 
 
-def net_values(g: Graph, q: np.ndarray) -> dict[str, np.ndarray]:
-    """Every IR-level net of the circuit for integer observations ``q`` (N, D): stage -> bits (N, nets)."""
+def net_values(g: Graph, q: np.ndarray, compressor: int = 6) -> dict[str, np.ndarray]:
+    """Every IR-level net of the circuit for integer observations ``q`` (N, D): stage -> bits (N, nets);
+    the popcounts as built with ``compressor``-input first-level counters."""
     bits = comparator_bits(g, q)
     stages = {"comparators": bits}
     for l, layer in enumerate(g.layers):
         bits = lut_layer(layer, bits)
         stages[f"layer{l}"] = bits
-    from dwc.rtl.core import COMPRESSOR, code_shape, count_width
+    from dwc.rtl.core import code_shape, count_width
     sums, counts = [], []
     for grp in g.groups:  # the adder trees level by level, as rtl.core.Popcount builds them
-        level = []  # (value, width in the RTL): the 6:3 counters' outputs first
-        for i in range(0, len(grp), COMPRESSOR):
-            chunk = bits[:, grp[i:i + COMPRESSOR]].astype(np.int64)
+        level = []  # (value, width in the RTL): the first-level counters' outputs first
+        for i in range(0, len(grp), compressor):
+            chunk = bits[:, grp[i:i + compressor]].astype(np.int64)
             level.append((chunk.sum(axis=1), count_width(chunk.shape[1])))
             if chunk.shape[1] > 1:
                 sums.append(_bits(*level[-1]))
@@ -83,13 +84,13 @@ def net_values(g: Graph, q: np.ndarray) -> dict[str, np.ndarray]:
     return stages
 
 
-def activity(g: Graph, sequences: list[np.ndarray]) -> dict:
+def activity(g: Graph, sequences: list[np.ndarray], compressor: int = 6) -> dict:
     """Mean toggle rate per action of each stage's nets over sequences of consecutive observations
     (each (N, D); transitions are counted within a sequence, never across two)."""
     stats: dict[str, list[int]] = {}
     for q in sequences:
         q = np.asarray(q, dtype=np.int64)
-        for name, v in net_values(g, q).items():
+        for name, v in net_values(g, q, compressor).items():
             s = stats.setdefault(name, [v.shape[1], 0, 0])
             s[1] += int((v[1:] != v[:-1]).sum())
             s[2] += v.shape[1] * max(0, len(q) - 1)
@@ -102,7 +103,7 @@ def activity(g: Graph, sequences: list[np.ndarray]) -> dict:
                        for n, s in stats.items()}}
 
 
-def build_activity(g: Graph, steps: int = 1000) -> dict:
+def build_activity(g: Graph, steps: int = 1000, compressor: int = 6) -> dict:
     """Activity over ``steps`` closed-loop steps of the graph's env (short episodes, e.g. a falling
     Hopper, strung together with the next seeds), or over random observations when the graph names
     no installed env (said in ``source``)."""
@@ -112,13 +113,13 @@ def build_activity(g: Graph, steps: int = 1000) -> dict:
     env_id = g.meta.get("env")
     if not env_id or env_id not in gym.registry:
         from dwc.sim.vectors import random_vectors
-        return {**activity(g, [random_vectors(g, steps, 0)]),
+        return {**activity(g, [random_vectors(g, steps, 0)], compressor),
                 "source": "random observations (the graph names no installed env)"}
     seqs: list[np.ndarray] = []
     while sum(map(len, seqs)) < steps and len(seqs) < 100:
         ep = reference_episodes(g, env_id, [len(seqs)], steps - sum(map(len, seqs)))[0]
         seqs.append(np.asarray(ep["observations"], dtype=np.int64))
-    return {**activity(g, seqs),
+    return {**activity(g, seqs, compressor),
             "source": f"{len(seqs)} closed-loop {env_id} episode(s), seeds 0..{len(seqs) - 1}, IR reference executor"}
 
 

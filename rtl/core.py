@@ -168,12 +168,21 @@ class LUTLayer(wiring.Component):
         return m
 
 
-COMPRESSOR = 6  # inputs per first-level counter: one 6-input LUT per output bit on LUT6 fabrics
+COMPRESSOR = 6  # inputs per first-level counter on LUT6 fabrics: one 6-input LUT per output bit
+# Per fabric, measured (ECP5, Hopper DWC, pipeline max): a 6-input function costs 4 LUT4 + 3 muxes on
+# a LUT4 fabric, so full adders (3:2, two 3-input LUTs) win there: 1,400 -> 1,232 LUT4 (LUT4-trained
+# circuit) and 2,679 -> 2,511 (LUT6-trained), 246 -> 251 MHz, one more adder level.
+COMPRESSORS = {4: 3, 6: 6}  # native LUT inputs of the fabric -> first-level counter size
 
 
-def tree_depth(n: int) -> int:
-    """Levels of a popcount tree over ``n`` inputs: one of 6:3 counters, then pairwise adders."""
-    return 0 if n <= 1 else 1 + (-(-n // COMPRESSOR) - 1).bit_length()
+def compressor_for(fabric_lut_inputs: int) -> int:
+    """The first-level popcount counter for a fabric with ``fabric_lut_inputs``-input LUTs."""
+    return COMPRESSORS[fabric_lut_inputs]
+
+
+def tree_depth(n: int, compressor: int = COMPRESSOR) -> int:
+    """Levels of a popcount tree over ``n`` inputs: one of counters, then pairwise adders."""
+    return 0 if n <= 1 else 1 + (-(-n // compressor) - 1).bit_length()
 
 
 def counter_table(k: int, bit: int) -> int:
@@ -182,19 +191,21 @@ def counter_table(k: int, bit: int) -> int:
 
 
 class Popcount(wiring.Component):
-    """Number of set bits among ``n`` inputs: 6:3 counters (each output bit one 6-input function, a
-    LUT6 on Xilinx: ~0.5 LUT per input instead of ~2.5 for a carry-chain adder tree on 1-bit
-    operands), then a balanced tree of adders over their 3-bit counts.
+    """Number of set bits among ``n`` inputs: ``compressor``-input counters (6:3 on LUT6 fabrics, each
+    output bit one 6-input function, a LUT6 on Xilinx: ~0.5 LUT per input instead of ~2.5 for a
+    carry-chain adder tree on 1-bit operands; 3:2 full adders on LUT4 fabrics), then a balanced tree
+    of adders over their counts.
 
     ``cuts``: adder levels (1-based) after which the partial sums are registered, each adding one
     cycle. ``depth`` >= the tree's own depth lets trees of different sizes share one cut schedule
     (a finished tree's sum is registered at the later cuts too, so all counts stay aligned)."""
 
-    def __init__(self, n: int, cells: str = "native", cuts: tuple[int, ...] = (), depth: int | None = None):
+    def __init__(self, n: int, cells: str = "native", cuts: tuple[int, ...] = (), depth: int | None = None,
+                 compressor: int = COMPRESSOR):
         _check_cells(cells)
-        self.n, self.cells, self.cuts = n, cells, tuple(sorted(set(cuts)))
-        self.depth = tree_depth(n) if depth is None else depth
-        if self.depth < tree_depth(n) or any(not 1 <= c <= self.depth for c in self.cuts):
+        self.n, self.cells, self.cuts, self.compressor = n, cells, tuple(sorted(set(cuts))), compressor
+        self.depth = tree_depth(n, compressor) if depth is None else depth
+        if self.depth < tree_depth(n, compressor) or any(not 1 <= c <= self.depth for c in self.cuts):
             raise ValueError(f"cuts {self.cuts} / depth {self.depth} do not fit a tree over {n} inputs")
         super().__init__({"inp": In(max(1, n)), "count": Out(count_width(n))})
 
@@ -238,8 +249,8 @@ class Popcount(wiring.Component):
         for depth in range(1, self.depth + 1):
             if depth == 1:
                 level = []
-                for i in range(0, self.n, COMPRESSOR):
-                    level.append(count(bits[i:i + COMPRESSOR]))
+                for i in range(0, self.n, self.compressor):
+                    level.append(count(bits[i:i + self.compressor]))
                     adders += 1
             elif len(level) > 1:
                 nxt = [add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
@@ -464,20 +475,22 @@ class DWCCore(wiring.Component):
     input register then stands in for the cut after the comparators."""
 
     def __init__(self, graph: Graph, pipeline: int = 0, cells: str = "native", scope: str = "policy",
-                 table_bits: int = TABLE_BITS):
+                 table_bits: int = TABLE_BITS, compressor: int = COMPRESSOR):
         _check_cells(cells)
-        self.table_bits = table_bits
+        if compressor not in COMPRESSORS.values():
+            raise ValueError(f"compressor must be one of {sorted(COMPRESSORS.values())}")
+        self.table_bits, self.compressor = table_bits, compressor
         if scope not in ("policy", "network"):
             raise ValueError("scope must be 'policy' (observation in, action out) or 'network' (bits in, popcounts out)")
         self.scope = scope
         self.graph, self.cells = graph, cells
-        self.tree_depth = max_tree_depth(graph)
-        most = max_pipeline(graph)
+        self.tree_depth = max_tree_depth(graph, compressor)
+        most = max_pipeline(graph, compressor)
         if not 0 <= pipeline <= most:
             raise ValueError(f"pipeline must be in 0..{most} for this graph ({len(graph.layers)} layers, popcount "
                              f"trees {self.tree_depth} adder levels deep)")
         self.pipeline = pipeline
-        self.tree_cuts = tree_cuts(graph, pipeline)
+        self.tree_cuts = tree_cuts(graph, pipeline, compressor)
         if scope == "network" and graph.linear:
             raise ValueError("scope 'network' is for LUT networks (no linear layers)")
         if scope == "policy":
@@ -528,7 +541,7 @@ class DWCCore(wiring.Component):
             bits = cut(layer.out, f"layer{l}_r")
         counts = []
         for a, grp in enumerate(g.groups):
-            m.submodules[f"pop{a}"] = pop = Popcount(len(grp), cells, self.tree_cuts, self.tree_depth)
+            m.submodules[f"pop{a}"] = pop = Popcount(len(grp), cells, self.tree_cuts, self.tree_depth, self.compressor)
             if grp:
                 m.d.comb += pop.inp.eq(Cat(*(bits[i] for i in grp)))
             counts.append(pop.count)
@@ -569,7 +582,7 @@ class DWCCore(wiring.Component):
         return m
 
     def port_description(self) -> dict:
-        desc = port_description(self.graph, self.pipeline)
+        desc = port_description(self.graph, self.pipeline, self.compressor)
         if self.graph.linear:
             desc["linear_lowering"] = lowering_report(self.graph, self.table_bits)
         if self.scope == "network":
@@ -590,20 +603,20 @@ def standard_cuts(g: Graph) -> int:
     return len(g.layers) + 2 + len(g.linear)
 
 
-def max_tree_depth(g: Graph) -> int:
+def max_tree_depth(g: Graph, compressor: int = COMPRESSOR) -> int:
     """Levels of the deepest popcount tree: the trees share one register schedule."""
-    return max((tree_depth(len(grp)) for grp in g.groups), default=0)
+    return max((tree_depth(len(grp), compressor) for grp in g.groups), default=0)
 
 
-def tree_cuts(g: Graph, pipeline: int) -> tuple[int, ...]:
+def tree_cuts(g: Graph, pipeline: int, compressor: int = COMPRESSOR) -> tuple[int, ...]:
     """Adder levels registered inside the popcount trees: the stages beyond the standard cuts split
     the trees into equal runs of levels."""
-    depth = max_tree_depth(g)
+    depth = max_tree_depth(g, compressor)
     extra = max(0, pipeline - standard_cuts(g))
     return tuple(round(depth * j / (extra + 1)) for j in range(1, extra + 1))
 
 
-def register_cuts(g: Graph, pipeline: int) -> list[str]:
+def register_cuts(g: Graph, pipeline: int, compressor: int = COMPRESSOR) -> list[str]:
     """Where the ``pipeline`` register stages sit, in data-flow order (for reports and users)."""
     standard = ["comparators", *(f"layer{l}" for l in range(len(g.layers))), "popcounts",
                 *(f"linear{k}" for k in range(len(g.linear)))]
@@ -611,12 +624,12 @@ def register_cuts(g: Graph, pipeline: int) -> list[str]:
     if "popcounts" not in first:
         return first
     i = first.index("popcounts")
-    return first[:i] + [f"adder level {c}" for c in tree_cuts(g, pipeline)] + first[i:]
+    return first[:i] + [f"adder level {c}" for c in tree_cuts(g, pipeline, compressor)] + first[i:]
 
 
-def max_pipeline(g: Graph) -> int:
+def max_pipeline(g: Graph, compressor: int = COMPRESSOR) -> int:
     """Most register cuts a graph takes: the standard ones, then one per inner adder level."""
-    return standard_cuts(g) + max(0, max_tree_depth(g) - 1)
+    return standard_cuts(g) + max(0, max_tree_depth(g, compressor) - 1)
 
 
 def data_ports(ports: dict) -> tuple[str, str]:
@@ -630,13 +643,15 @@ def port_bits(ports: dict) -> tuple[int, int]:
     return sum(f["width"] for f in ports["inputs"][i]), sum(f["width"] for f in ports["outputs"][o])
 
 
-def port_description(g: Graph, pipeline: int) -> dict:
-    """What a user wiring the core needs: ports, fixed-point formats, latency (2 + pipeline)."""
+def port_description(g: Graph, pipeline: int, compressor: int = COMPRESSOR) -> dict:
+    """What a user wiring the core needs: ports, fixed-point formats, latency (2 + pipeline); and the
+    popcount structure, so tools rebuilding the core (board tops, the energy model) match it."""
     return {
         "module": "dwc_core",
         "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
         "latency_cycles": 2 + pipeline, "initiation_interval": 1, "pipeline": pipeline,
-        "register_cuts": register_cuts(g, pipeline),
+        "register_cuts": register_cuts(g, pipeline, compressor),
+        "popcount_compressor": compressor,
         "inputs": {"obs": [{"field": f"o{d}", "signed": True, "width": f.width, "frac": f.frac,
                             "lsb": sum(x.width for x in g.obs_formats[:d])} for d, f in enumerate(g.obs_formats)],
                    "valid_in": {"width": 1}},

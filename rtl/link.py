@@ -107,8 +107,10 @@ class PolicyLink(wiring.Component):
         return m
 
 
-def link_verilog(graph, pipeline: int, divisor: int) -> str:
+def link_verilog(graph, ports: dict, divisor: int) -> str:
     """The board top's logic (core + UART link, ports ``clk rst rx tx``) as Verilog module ``dwc_link``,
-    with the same leaf cells as ``dwc_core.v``: what ``dwc hil --sim`` runs in Verilator."""
+    with the same leaf cells as ``dwc_core.v`` (the core rebuilt as its port description ``ports``
+    says): what ``dwc hil --sim`` runs in Verilator."""
     from .core import DWCCore, to_verilog
-    return to_verilog(PolicyLink(DWCCore(graph, pipeline, cells="verilog"), divisor), name="dwc_link")
+    core = DWCCore(graph, ports["pipeline"], cells="verilog", compressor=ports.get("popcount_compressor", 6))
+    return to_verilog(PolicyLink(core, divisor), name="dwc_link")

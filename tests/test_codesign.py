@@ -102,3 +102,9 @@ def test_trained_circuit_meets_its_budgets_after_freezing(tmp_path, algo):
     graph = json.loads((build / "graph.json").read_text())
     arities = {len(lut["inputs"]) for layer in graph["layers"] for lut in layer}
     assert max(arities) <= 4
+    # trained for a LUT4 fabric: the popcounts are built from full adders (3:2), unless told otherwise
+    assert graph["meta"]["target"] == "ecp5" and rep["hdl"]["popcount_compressor"] == 3
+    assert json.loads((build / "dwc_core.json").read_text())["popcount_compressor"] == 3
+    assert main(["compile", str(run), "--out", str(tmp_path / "xc7"), "--target", "xc7"]) == 0
+    assert json.loads((tmp_path / "xc7" / "dwc_core.json").read_text())["popcount_compressor"] == 6
+    assert_one_line_error(run_cli("compile", str(run), "--out", str(tmp_path / "bad"), "--target", "zynq"), "--target")

@@ -22,6 +22,19 @@ def test_core_matches_reference(seed, pipeline):
     assert set(latency) == {core.latency}
 
 
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("pipeline", [0, "max"])
+def test_core_with_full_adder_popcounts_matches_reference(seed, pipeline):
+    """The LUT4-fabric popcount (3:2 counters, one adder level more) computes the same actions."""
+    g = random_graph(seed)
+    pipeline = max_pipeline(g, 3) if pipeline == "max" else pipeline
+    core = DWCCore(g, pipeline, compressor=3)
+    q = inputs_for(g, 40, seed)
+    actions, latency = run_vectors(core, q, gaps=seed % 2 == 1)
+    assert np.array_equal(actions, ref.actions_int(g, q)) and set(latency) == {core.latency}
+    assert core.port_description()["popcount_compressor"] == 3
+
+
 def test_verilog_and_port_description():
     from amaranth.back import verilog
     g = random_graph(3)
@@ -47,9 +60,10 @@ def test_trained_policy_core_matches_reference():
     assert np.array_equal(actions, ref.actions_int(g, q)) and set(latency) == {core.latency}
 
 
-@pytest.mark.parametrize("pipeline", [0, "max"])
-def test_verilog_in_verilator_matches_reference(tmp_path, pipeline):
-    """The emitted Verilog, built by Verilator and driven by cocotb: zero mismatches, declared latency."""
+@pytest.mark.parametrize("pipeline,target", [(0, None), ("max", None), ("max", "ecp5")])
+def test_verilog_in_verilator_matches_reference(tmp_path, pipeline, target):
+    """The emitted Verilog, built by Verilator and driven by cocotb: zero mismatches, declared latency;
+    for a LUT4 target with full-adder popcounts too."""
     import json
     from pathlib import Path
 
@@ -58,7 +72,8 @@ def test_verilog_in_verilator_matches_reference(tmp_path, pipeline):
     from dwc.sim.runner import simulate_vectors
 
     policy = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-dwc"
-    assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", str(pipeline)]) == 0
+    assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", str(pipeline)]
+                + (["--target", target] if target else [])) == 0
     g = Graph.load(tmp_path / "graph.json")
     ports = json.loads((tmp_path / "dwc_core.json").read_text())
     rng = np.random.default_rng(len(str(pipeline)))
@@ -75,8 +90,14 @@ def test_verilog_in_verilator_matches_reference(tmp_path, pipeline):
     r = simulate_vectors(tmp_path / "dwc_core.v", ports, q, tmp_path / "sim_build")
     assert np.array_equal(r["actions"], ref.actions_int(g, q))
     assert set(r["latency"]) == {ports["latency_cycles"]} == {2 + ports["pipeline"]}
-    if pipeline == "max":  # every cut: comparators, 2 layers, popcount, and the 6 inner levels of a
-        assert ports["pipeline"] == 4 + 6  # 256-input tree (6:3 counters, then 6 levels of adders)
+    # every cut: comparators, 2 layers, popcount, and the inner levels of a 256-input tree: 6:3
+    # counters then 6 levels of adders, or (LUT4 fabric) 3:2 counters then 7 levels
+    assert ports["popcount_compressor"] == (3 if target else 6)
+    if pipeline == "max":
+        assert ports["pipeline"] == 4 + (7 if target else 6)
+    import re
+    counters = {int(n) for n in re.findall(r"\.N\(32'd(\d+)\)\n  \) \\pop\d+\.cnt", verilog)}
+    assert max(counters) == (3 if target else 6)  # (a group's last counter may take fewer)
 
 
 @pytest.mark.parametrize("policy", ["dwc", "qmlp"])
