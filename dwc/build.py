@@ -130,7 +130,9 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
     if target != "none":
         def do_synth():
             r = synth(circuit, target, freq, log=lambda *a: None)
-            return {"target": target, "luts": r["luts"], "ffs": r["ffs"], "fmax_mhz": r["fmax_mhz"],
+            # ECP5: LUT4 sites counts the carry cells' LUTs too (the comparators' and adders' CCU2C)
+            return {"target": target, "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
+                    "fmax_mhz": r["fmax_mhz"],
                     "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"]}
         syn = stage("synth", digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"]),
                     [circuit / "synth" / target / "report.json"], do_synth)

@@ -17,7 +17,8 @@ from .errors import UserError
 from .rl.run import METRICS, episode_returns, write_json
 
 # per-run figures summarised over seeds
-FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "ir_luts", "comparators", "fmax_mhz", "latency_cycles")
+FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "lut4_sites", "ir_luts", "comparators", "fmax_mhz",
+           "latency_cycles")
 CURVE_POINTS = 50
 
 

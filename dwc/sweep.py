@@ -270,7 +270,7 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float) -> dict:
               "frozen_return": ev["frozen"]["mean_return"] if circuit else None,
               "frozen_returns": ev["frozen"]["returns"] if circuit else None,
               "hardware": job["hardware"], "rtl_return": None, "rtl_equals_frozen": None, "luts": None,
-              "fmax_mhz": None, "ir_luts": None, "comparators": None, "latency_cycles": None}
+              "lut4_sites": None, "fmax_mhz": None, "ir_luts": None, "comparators": None, "latency_cycles": None}
     if job["hardware"]:
         hw = job["hardware"]
         s = build(d / "build", from_run=run, target=hw["target"], pipeline=hw["pipeline"],
@@ -278,7 +278,7 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float) -> dict:
         syn = s["synth"] or {}
         result.update(rtl_return=s["rtl_return"], rtl_equals_frozen=s["rtl_equals_frozen"], ir_luts=s["ir_luts"],
                       comparators=s["comparators"], latency_cycles=s["latency_cycles"], luts=syn.get("luts"),
-                      fmax_mhz=syn.get("fmax_mhz"), target=syn.get("target"))
+                      lut4_sites=syn.get("lut4_sites"), fmax_mhz=syn.get("fmax_mhz"), target=syn.get("target"))
     result["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(d / RESULT, result)
     return result

@@ -5,11 +5,13 @@ Every point is a `dwc sweep` run (so the benchmark is resumable and runs on a Ra
 --address): train with SAC, freeze, verify the Verilog in Verilator on closed-loop episodes, then
 yosys + nextpnr for --target with the deepest pipeline. Configs are named lutN-wW[-cK]: N-input LUTs
 (4 = native on ECP5/iCE40, trained with --target), W LUTs per layer, at most K comparators.
-Optionally a --reference run (e.g. the shipped LUT6 policy) goes through the same compile/verify/synth.
+--reference runs trained elsewhere (a long training, a shipped policy) go through the same
+compile/verify/synth and join the frontier (--no-sweep: only them).
 
-Printed: one row per config with the median frozen return, LUTs, Fmax, latency, ratios to the
-LUT6 config of the same width (or the reference), and whether it is on the Pareto frontier of
-(return up, LUTs down); the issue's target (ECP5: >= 0.95x the LUT6 return with <= 1/3 of its
+Printed: one row per config with the median frozen return, LUTs (and on ECP5 LUT4 sites: LUT4s plus
+the two per carry cell), Fmax, latency; for LUT4 rows, ratios to a LUT6 circuit of the same task and
+training budget (the LUT6 config of the same width, else the first LUT6 row) and whether it is on the
+Pareto frontier of (return up, LUTs down) among runs of its budget; the issue's target (ECP5: >= 0.95x the LUT6 return with <= 1/3 of its
 LUTs at >= 150 MHz) is checked on every LUT4 row. JSON and PNG next to the sweep.
 
   .venv/bin/python scripts/bench_codesign.py --tasks InvertedPendulum-v5 --steps 10000 --widths 64 256
@@ -47,14 +49,24 @@ def spec_text(args) -> str:
     return json.dumps(spec, indent=1)  # JSON is YAML
 
 
+def config_name(lut_inputs: int, width: int, max_comparators: int) -> str:
+    return f"lut{lut_inputs}-w{width}" + (f"-c{max_comparators}" if max_comparators else "")
+
+
 def reference_point(run: Path, out: Path, args) -> dict:
-    """A trained run through dwc build, its frozen return on the sweep runs' evaluation episodes."""
+    """A run trained outside the sweep (e.g. a long training, or a shipped policy) through dwc build
+    (compile, Verilator closed loop, synthesis for --target), named by its circuit and its folder."""
     from dwc.build import build
+    from dwc.rl.run import load_config
+    a = load_config(run).actor
     s = build(out / "reference" / run.name, from_run=run, target=args.target, pipeline="max",
               episodes=args.episodes, freq=args.freq, progress=False, log=lambda *a: None)
-    return {"task": s["env"], "config": f"reference:{run.name}", "frozen": s["frozen_return"],
-            "luts": s["synth"]["luts"], "fmax_mhz": s["synth"]["fmax_mhz"], "latency_cycles": s["latency_cycles"],
-            "comparators": s["comparators"], "ir_luts": s["ir_luts"], "train_steps": s["train_steps"], "seeds": 1}
+    return {"task": s["env"], "config": f"{config_name(a.lut_inputs, a.width, a.max_comparators)} ({run.name})",
+            "arity": a.lut_inputs, "frozen": s["frozen_return"], "luts": s["synth"]["luts"],
+            "lut4_sites": s["synth"].get("lut4_sites"), "fmax_mhz": s["synth"]["fmax_mhz"],
+            "latency_cycles": s["latency_cycles"], "comparators": s["comparators"], "ir_luts": s["ir_luts"],
+            "train_steps": s["train_steps"], "seeds": 1, "reference": True,
+            "rtl_equals_frozen": s["rtl_return"] == s["frozen_return"]}
 
 
 def points(sweep_dir: Path) -> list[dict]:
@@ -62,41 +74,48 @@ def points(sweep_dir: Path) -> list[dict]:
     from dwc.report import aggregate, load_runs
     state, results = load_runs(sweep_dir)
     med = lambda q: None if q is None else q["median"]
-    return [{"task": r["task"], "config": r["config"], "frozen": med(r["frozen_return"]), "luts": med(r["luts"]),
-             "fmax_mhz": med(r["fmax_mhz"]), "latency_cycles": med(r["latency_cycles"]),
+    return [{"task": r["task"], "config": r["config"], "arity": int(r["config"][3]), "frozen": med(r["frozen_return"]),
+             "luts": med(r["luts"]), "lut4_sites": med(r["lut4_sites"]), "fmax_mhz": med(r["fmax_mhz"]), "latency_cycles": med(r["latency_cycles"]),
              "comparators": med(r["comparators"]), "ir_luts": med(r["ir_luts"]), "train_steps": r["train_steps"],
              "seeds": len(r["seeds"])}
             for r in aggregate(state, results) if r["seeds"] and r["luts"] is not None]
 
 
 def compare(rows: list[dict]) -> None:
-    """Ratios to the LUT6 config of the same width (else the task's reference); Pareto flags."""
+    """Each LUT4 row against a LUT6 circuit of the same task and training budget: the sweep's LUT6
+    config of the same width and comparator budget, else the first such LUT6 row (e.g. a reference
+    run); ratios of return, LUTs and LUT4 sites, and the issue's target. Pareto flags."""
     for r in rows:
-        # the LUT6 circuit of the same width and comparator budget
-        same = [x for x in rows if x["task"] == r["task"] and x["config"] == "lut6" + r["config"][len("lut4"):]]
-        ref = same[0] if same and r["config"].startswith("lut4") else \
-            next((x for x in rows if x["task"] == r["task"] and x["config"].startswith("reference:")), None)
-        if ref is not None and ref is not r:
-            r["vs"] = ref["config"]
-            r["return_ratio"] = r["frozen"] / ref["frozen"] if ref["frozen"] else None
-            r["lut_ratio"] = r["luts"] / ref["luts"]
-            r["meets_target"] = (r["config"].startswith("lut4") and r["return_ratio"] is not None
-                                 and r["return_ratio"] >= TARGET_RETURN and r["lut_ratio"] <= TARGET_LUTS
-                                 and (r["fmax_mhz"] or 0) >= TARGET_MHZ)
+        if r["arity"] != 4:
+            continue
+        peers = [x for x in rows if x["task"] == r["task"] and x["arity"] == 6 and x["train_steps"] == r["train_steps"]]
+        ref = next((x for x in peers if x["config"] == "lut6" + r["config"][len("lut4"):]), peers[0] if peers else None)
+        if ref is None:
+            continue
+        r["vs"] = ref["config"]
+        r["return_ratio"] = r["frozen"] / ref["frozen"] if ref["frozen"] else None
+        r["lut_ratio"] = r["luts"] / ref["luts"]
+        if r.get("lut4_sites") and ref.get("lut4_sites"):
+            r["site_ratio"] = r["lut4_sites"] / ref["lut4_sites"]
+        r["meets_target"] = (r["return_ratio"] is not None and r["return_ratio"] >= TARGET_RETURN
+                             and r["lut_ratio"] <= TARGET_LUTS and (r["fmax_mhz"] or 0) >= TARGET_MHZ)
+    for r in rows:
         r["pareto"] = not any(x is not r and x["task"] == r["task"] and x["frozen"] >= r["frozen"]
                               and x["luts"] <= r["luts"] and (x["frozen"] > r["frozen"] or x["luts"] < r["luts"])
                               for x in rows)
 
 
 def table(rows: list[dict]) -> str:
-    head = ["task", "config", "seeds", "steps", "frozen return", "LUTs", "comparators", "Fmax MHz", "latency",
-            "vs", "return x", "LUTs x", "Pareto", "target"]
+    num = lambda v, f="{:.0f}": "-" if v is None else f.format(v)
+    head = ["task", "config", "seeds", "steps", "frozen return", "LUTs", "LUT4 sites", "comparators", "Fmax MHz",
+            "latency", "vs", "return x", "LUTs x", "sites x", "Pareto", "target"]
     body = [[r["task"], r["config"], str(r["seeds"]), str(r["train_steps"]), f"{r['frozen']:.1f}", f"{r['luts']:.0f}",
-             "-" if r["comparators"] is None else f"{r['comparators']:.0f}",
+             num(r.get("lut4_sites")), "-" if r["comparators"] is None else f"{r['comparators']:.0f}",
              "-" if r["fmax_mhz"] is None else f"{r['fmax_mhz']:.1f}",
              "-" if r["latency_cycles"] is None else f"{r['latency_cycles']:.0f}",
              r.get("vs", "-"), f"{r['return_ratio']:.2f}" if r.get("return_ratio") is not None else "-",
-             f"{r['lut_ratio']:.2f}" if r.get("lut_ratio") is not None else "-", "*" if r["pareto"] else "",
+             f"{r['lut_ratio']:.2f}" if r.get("lut_ratio") is not None else "-", num(r.get("site_ratio"), "{:.2f}"),
+             "*" if r["pareto"] else "",
              {True: "MET", False: "no"}.get(r.get("meets_target"), "-")] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
@@ -107,22 +126,23 @@ def plot(rows: list[dict], path: Path, target: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    tasks = list(dict.fromkeys(r["task"] for r in rows))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4), dpi=110, squeeze=False)
+    panels = list(dict.fromkeys((r["task"], r["train_steps"]) for r in rows))  # one training budget a panel
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), dpi=110, squeeze=False)
     fmax = [r["fmax_mhz"] or 0 for r in rows]
-    for ax, task in zip(axes[0], tasks):
-        rs = [r for r in rows if r["task"] == task]
+    for ax, (task, steps) in zip(axes[0], panels):
+        rs = [r for r in rows if r["task"] == task and r["train_steps"] == steps]
         for r in rs:
-            marker = "s" if r["config"].startswith("lut6") else "*" if r["config"].startswith("reference") else "o"
             sc = ax.scatter(r["luts"], r["frozen"], c=[r["fmax_mhz"] or 0], cmap="viridis", vmin=min(fmax),
-                            vmax=max(fmax) + 1e-9, marker=marker, s=70, edgecolors="k", linewidths=0.5)
+                            vmax=max(fmax) + 1e-9, marker="s" if r["arity"] == 6 else "o", s=70, edgecolors="k",
+                            linewidths=1.5 if r.get("reference") else 0.5)
             ax.annotate(r["config"], (r["luts"], r["frozen"]), fontsize=6, xytext=(4, 3), textcoords="offset points")
         front = sorted((r for r in rs if r["pareto"]), key=lambda r: r["luts"])
         ax.plot([r["luts"] for r in front], [r["frozen"] for r in front], "k--", lw=0.8, label="Pareto frontier")
         ax.set_xscale("log")
         ax.set_xlabel(f"LUTs on {target} (synthesised core)")
         ax.set_ylabel("frozen circuit return (median over seeds)")
-        ax.set_title(f"{task}  (o LUT4 codesigned, s LUT6, * reference)", fontsize=8)
+        ax.set_title(f"{task}, {steps} steps (o LUT4 codesigned, s LUT6; bold edge: trained outside the sweep)",
+                     fontsize=7)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         fig.colorbar(sc, ax=ax, label="Fmax (MHz)")
@@ -146,7 +166,9 @@ def main() -> int:
     ap.add_argument("--hw-episodes", type=int, help="closed-loop Verilator episodes per run (default: --episodes)")
     ap.add_argument("--target", default="ecp5-25k")
     ap.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr (MHz)")
-    ap.add_argument("--reference", type=Path, nargs="*", default=[], help="trained runs to place on the plot too")
+    ap.add_argument("--reference", type=Path, nargs="*", default=[],
+                    help="runs trained outside the sweep to place on the frontier too (built like the sweep's runs)")
+    ap.add_argument("--no-sweep", action="store_true", help="only the --reference runs (no training here)")
     ap.add_argument("--out", type=Path, default=ROOT / "sweeps" / "codesign")
     ap.add_argument("--address", help="a running Ray cluster (default: a local engine)")
     args = ap.parse_args()
@@ -157,8 +179,8 @@ def main() -> int:
     spec = args.out / "codesign.yaml"
     spec.write_text(spec_text(args))
     try:
-        state = sweep(spec, args.out, args.address, progress=True)
-        rows = points(args.out) + [reference_point(r, args.out, args) for r in args.reference]
+        state = {"runs": {}} if args.no_sweep else sweep(spec, args.out, args.address, progress=True)
+        rows = ([] if args.no_sweep else points(args.out)) + [reference_point(r, args.out, args) for r in args.reference]
     except UserError as e:
         print(f"bench_codesign: error: {e}", file=sys.stderr)
         return 2
