@@ -259,10 +259,11 @@ def _add_hdl_options(p):
 
 def cmd_compile(args) -> int:
     from .compile import compile_run
-    target = args.target
+    smallest = {"ecp5": "ecp5-25k", "ice40": "ice40-up5k"}  # a family's device for --pipeline auto
+    target = smallest.get(args.target, args.target)
     if args.pipeline == "auto" and target is None:
         from .rl.run import load_config
-        target = {"ecp5": "ecp5-25k", "ice40": "ice40-up5k"}.get(load_config(args.run).target)
+        target = smallest.get(load_config(args.run).target)
     r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
                     pipeline=args.pipeline, table_bits=args.table_bits, target=target, freq=args.freq,
                     log=_log_for(args))
@@ -376,7 +377,8 @@ def _add_build(sub):
                        ("--hidden", "qmlp hidden width (default 256)"), ("--learning-starts", "SAC random steps (default 5000)")):
         p.add_argument(opt, type=int, help=help_)
     p.add_argument("--device", help="training device: auto | cpu | cuda (default auto)")
-    p.add_argument("--target", default="ecp5-25k", help="FPGA target, or none to stop after verify (default ecp5-25k)")
+    p.add_argument("--target", default="ecp5-25k", help="FPGA target, or none to stop after verify (default ecp5-25k); "
+                                                         "it also picks the popcount structure (see dwc compile)")
     p.add_argument("--pipeline", type=_pipeline, default="max", metavar="K|max|auto",
                    help="register stages in the core (default max: highest Fmax; auto: the fewest that reach "
                         "--freq on --target, measured by place and route)")
