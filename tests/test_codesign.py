@@ -108,3 +108,31 @@ def test_trained_circuit_meets_its_budgets_after_freezing(tmp_path, algo):
     assert main(["compile", str(run), "--out", str(tmp_path / "xc7"), "--target", "xc7"]) == 0
     assert json.loads((tmp_path / "xc7" / "dwc_core.json").read_text())["popcount_compressor"] == 6
     assert_one_line_error(run_cli("compile", str(run), "--out", str(tmp_path / "bad"), "--target", "zynq"), "--target")
+
+
+def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget():
+    """scripts/bench_codesign.py: a LUT4 row is measured against the sweep's LUT6 config of the same
+    width and comparator budget, else the first LUT6 row (a reference run) of the same task and
+    training budget; never across budgets. Pareto flags are per training budget."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parent.parent / "scripts" / "bench_codesign.py"
+    spec = importlib.util.spec_from_file_location("bench_codesign", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    row = lambda config, arity, steps, frozen, luts, mhz=200.0: {
+        "task": "Hopper-v5", "config": config, "arity": arity, "train_steps": steps, "frozen": frozen,
+        "luts": luts, "lut4_sites": 3 * luts, "fmax_mhz": mhz}
+    rows = [row("lut6-w256 (ref)", 6, 300, 3000.0, 2400), row("lut4-w128-c96 (long)", 4, 300, 2900.0, 700),
+            row("lut4-w256 (long)", 4, 300, 2900.0, 1200), row("lut4-w128-c96 (slow)", 4, 300, 2900.0, 700, 140.0),
+            row("lut6-w32", 6, 10, 500.0, 400), row("lut4-w32", 4, 10, 300.0, 100), row("lut4-w64", 4, 20, 9.0, 1)]
+    bench.compare(rows)
+    by = {r["config"]: r for r in rows}
+    assert by["lut4-w128-c96 (long)"]["vs"] == "lut6-w256 (ref)" and by["lut4-w128-c96 (long)"]["meets_target"]
+    assert by["lut4-w128-c96 (long)"]["site_ratio"] == pytest.approx(700 / 2400)
+    assert not by["lut4-w256 (long)"]["meets_target"]  # 0.5x the LUTs
+    assert not by["lut4-w128-c96 (slow)"]["meets_target"]  # below 150 MHz
+    assert by["lut4-w32"]["vs"] == "lut6-w32" and by["lut4-w32"]["return_ratio"] == pytest.approx(0.6)
+    assert "vs" not in by["lut4-w64"] and "vs" not in by["lut6-w256 (ref)"]  # no LUT6 peer; LUT6 rows
+    assert by["lut4-w64"]["pareto"] and by["lut4-w32"]["pareto"] and by["lut6-w32"]["pareto"]
+    assert by["lut4-w128-c96 (long)"]["pareto"] and not by["lut4-w256 (long)"]["pareto"]
