@@ -163,6 +163,8 @@ class DWCActor(_Actor):
         self.encoder = Thermometer(obs_dim, cfg.thermo_bits)
         sizes = [self.encoder.out_features] + [cfg.width] * (cfg.layers - 1) + [last]
         self.comparator_budget = cfg.max_comparators
+        self._allowed_n = None  # thresholds the first layer may read (cached; a loaded state recounts)
+        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "_allowed_n", None))
         if cfg.policy == "gates":  # a logic-gate network: the same circuit shape with 2-input gates
             if cfg.max_comparators:
                 raise ValueError("a comparator budget applies to LUT layers (policy dwc), not gates")
@@ -198,9 +200,11 @@ class DWCActor(_Actor):
         n0, k = first.in_features, self.comparator_budget
         t = min(1.0, max(0.0, (progress - 0.2) / 0.4))
         target = max(k, round(n0 * (k / n0) ** t))
-        current = int(first.allowed.sum())
-        if target < current and (target <= 0.98 * current or target == k):
+        if self._allowed_n is None:  # counted once per process: a per-step .sum() would sync a GPU every step
+            self._allowed_n = int(first.allowed.sum())
+        if target < self._allowed_n and (target <= 0.98 * self._allowed_n or target == k):
             first.limit_sources_(target)
+            self._allowed_n = target
 
     def circuit_stats(self) -> dict:
         stats = {"luts": sum(layer.out_features for layer in self.luts)}
