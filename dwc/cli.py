@@ -737,11 +737,12 @@ def cmd_policies(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'policy':<26}{'env':<22}{'circuit':<18}{'steps':>8}{'return':>18}{'frozen':>9}")
+    w = max(len(r["name"]) for r in rows) + 2  # names grow: keep the columns apart
+    print(f"{'policy':<{w}}{'env':<22}{'circuit':<18}{'steps':>8}{'return':>18}{'frozen':>9}")
     for r in rows:
         ret = f"{r['mean_return']:.1f} ± {r['std_return']:.1f}" if r["mean_return"] is not None else "-"
         fr = f"{r['frozen_mean_return']:.1f}" if r["frozen_mean_return"] is not None else "-"
-        print(f"{r['name']:<26}{r['env']:<22}{r['size']:<18}{r['steps'] or '-':>8}{ret:>18}{fr:>9}")
+        print(f"{r['name']:<{w}}{r['env']:<22}{r['size']:<18}{r['steps'] or '-':>8}{ret:>18}{fr:>9}")
     print(f"(deterministic episodes; folders in {POLICIES_DIR})")
     return 0
 
