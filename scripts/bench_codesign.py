@@ -100,7 +100,8 @@ def compare(rows: list[dict]) -> None:
         r["meets_target"] = (r["return_ratio"] is not None and r["return_ratio"] >= TARGET_RETURN
                              and r["lut_ratio"] <= TARGET_LUTS and (r["fmax_mhz"] or 0) >= TARGET_MHZ)
     for r in rows:
-        r["pareto"] = not any(x is not r and x["task"] == r["task"] and x["frozen"] >= r["frozen"]
+        r["pareto"] = not any(x is not r and x["task"] == r["task"] and x["train_steps"] == r["train_steps"]
+                              and x["frozen"] >= r["frozen"]
                               and x["luts"] <= r["luts"] and (x["frozen"] > r["frozen"] or x["luts"] < r["luts"])
                               for x in rows)
 
@@ -141,8 +142,9 @@ def plot(rows: list[dict], path: Path, target: str) -> None:
         ax.set_xscale("log")
         ax.set_xlabel(f"LUTs on {target} (synthesised core)")
         ax.set_ylabel("frozen circuit return (median over seeds)")
-        ax.set_title(f"{task}, {steps} steps (o LUT4 codesigned, s LUT6; bold edge: trained outside the sweep)",
+        ax.set_title(f"{task}, {steps:,} steps\n(o LUT4 codesigned, s LUT6; bold edge: trained outside the sweep)",
                      fontsize=7)
+        ax.margins(x=0.25, y=0.1)  # room for the labels of the outermost points
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         fig.colorbar(sc, ax=ax, label="Fmax (MHz)")

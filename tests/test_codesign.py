@@ -125,7 +125,8 @@ def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget(
         "luts": luts, "lut4_sites": 3 * luts, "fmax_mhz": mhz}
     rows = [row("lut6-w256 (ref)", 6, 300, 3000.0, 2400), row("lut4-w128-c96 (long)", 4, 300, 2900.0, 700),
             row("lut4-w256 (long)", 4, 300, 2900.0, 1200), row("lut4-w128-c96 (slow)", 4, 300, 2900.0, 700, 140.0),
-            row("lut6-w32", 6, 10, 500.0, 400), row("lut4-w32", 4, 10, 300.0, 100), row("lut4-w64", 4, 20, 9.0, 1)]
+            row("lut6-w32", 6, 10, 500.0, 400), row("lut4-w32", 4, 10, 300.0, 100), row("lut4-w64", 4, 20, 9.0, 1),
+            row("lut4-w16", 4, 20, 400.0, 50)]  # would dominate lut4-w32 were budgets mixed
     bench.compare(rows)
     by = {r["config"]: r for r in rows}
     assert by["lut4-w128-c96 (long)"]["vs"] == "lut6-w256 (ref)" and by["lut4-w128-c96 (long)"]["meets_target"]
