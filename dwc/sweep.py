@@ -23,6 +23,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import socket
 import time
 from dataclasses import dataclass, field
@@ -235,6 +236,8 @@ def run_job(job: dict) -> dict:
     (d / RESULT).unlink(missing_ok=True)
     run = d / "run"
     resumed = (run / CHECKPOINT).exists()
+    if not resumed and run.exists():  # a start stopped before its first checkpoint: nothing to resume
+        shutil.rmtree(run)
     with open(d / ATTEMPTS, "a") as f:
         f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": time.time(),
                             "resumed": resumed}) + "\n")

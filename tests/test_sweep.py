@@ -286,3 +286,23 @@ def test_a_finished_run_stays_finished_when_dwc_gains_a_config_field(tmp_path):
     assert job.finished()
     job.cfg.actor.width = 16
     assert not job.finished()
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
+    """A worker killed (or a driver stopped) before a run's first checkpoint leaves a run folder with
+    config.json and metrics but nothing to resume: the next start trains it from step 0 instead of
+    failing on the non-empty folder (seen when a stopped bench_codesign sweep was restarted)."""
+    from dwc.rl.run import write_json
+    from dwc.sweep import run_job
+    spec = load_spec(write_spec(tmp_path / "s.yaml", """
+tasks: [InvertedPendulum-v5]
+seeds: 1
+steps: 300
+configs: {m: {policy: mlp, learning_starts: 100, eval_episodes: 1}}
+"""))
+    job = spec.jobs(tmp_path)[0]
+    write_json(job.dir / "run" / "config.json", job.cfg.to_dict())
+    (job.dir / "run" / "metrics.jsonl").write_text('{"step": 50}\n')
+    result = run_job(job.payload())
+    assert "error" not in result, result
+    assert result["train_steps"] == 300 and job.finished()
