@@ -536,7 +536,8 @@ def cmd_synth(args) -> int:
     if args.target and args.energy_steps:
         from .fpga.energy import build_activity
         log(f"switching activity over {args.energy_steps} closed-loop steps (for the energy estimate) ...")
-        activity = build_activity(graph, args.energy_steps, ports.get("popcount_compressor", 6))
+        from .rtl.core import built_compressor
+        activity = build_activity(graph, args.energy_steps, built_compressor(ports))
     reports, failed = [], False
     for target in args.target:
         try:

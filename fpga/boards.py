@@ -32,7 +32,7 @@ BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iC
 
 
 class BoardTop(Elaboratable):
-    def __init__(self, graph: Graph, pipeline: int, baud: int = BAUD, compressor: int = 6):
+    def __init__(self, graph: Graph, pipeline: int, baud: int, compressor: int):
         self.graph, self.pipeline, self.baud, self.compressor = graph, pipeline, baud, compressor
 
     def elaborate(self, platform):
@@ -62,7 +62,7 @@ def tool_env() -> dict:
 
 
 def build_board(build: Path, board: str, pipeline: int | None = None, baud: int = BAUD, log=print) -> dict:
-    from dwc.rtl.core import CELLS_VERILOG
+    from dwc.rtl.core import CELLS_VERILOG, built_compressor
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r}; choose from {', '.join(BOARDS)}")
     build = Path(build)
@@ -77,7 +77,8 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     saved = {k: os.environ.get(k) for k in tool_env()}
     os.environ.update(tool_env())
     try:
-        platform.build(BoardTop(graph, pipeline, baud, ports.get("popcount_compressor", 6)), name="dwc_board", build_dir=str(out), do_program=False)
+        platform.build(BoardTop(graph, pipeline, baud, built_compressor(ports)), name="dwc_board", build_dir=str(out),
+                       do_program=False)
     finally:
         for k, v in saved.items():
             if v is None:

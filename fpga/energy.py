@@ -47,15 +47,16 @@ def _bits(x: np.ndarray, width: int) -> np.ndarray:
     return ((x[:, None].astype(np.int64) >> np.arange(width)) & 1).astype(np.uint8)
 
 
-def net_values(g: Graph, q: np.ndarray, compressor: int = 6) -> dict[str, np.ndarray]:
+def net_values(g: Graph, q: np.ndarray, compressor: int | None = None) -> dict[str, np.ndarray]:
     """Every IR-level net of the circuit for integer observations ``q`` (N, D): stage -> bits (N, nets);
-    the popcounts as built with ``compressor``-input first-level counters."""
+    the popcounts as built with ``compressor``-input first-level counters (default 6:3)."""
     bits = comparator_bits(g, q)
     stages = {"comparators": bits}
     for l, layer in enumerate(g.layers):
         bits = lut_layer(layer, bits)
         stages[f"layer{l}"] = bits
-    from dwc.rtl.core import code_shape, count_width
+    from dwc.rtl.core import COMPRESSOR, code_shape, count_width
+    compressor = compressor or COMPRESSOR
     sums, counts = [], []
     for grp in g.groups:  # the adder trees level by level, as rtl.core.Popcount builds them
         level = []  # (value, width in the RTL): the first-level counters' outputs first
@@ -84,7 +85,7 @@ def net_values(g: Graph, q: np.ndarray, compressor: int = 6) -> dict[str, np.nda
     return stages
 
 
-def activity(g: Graph, sequences: list[np.ndarray], compressor: int = 6) -> dict:
+def activity(g: Graph, sequences: list[np.ndarray], compressor: int | None = None) -> dict:
     """Mean toggle rate per action of each stage's nets over sequences of consecutive observations
     (each (N, D); transitions are counted within a sequence, never across two)."""
     stats: dict[str, list[int]] = {}
@@ -103,7 +104,7 @@ def activity(g: Graph, sequences: list[np.ndarray], compressor: int = 6) -> dict
                        for n, s in stats.items()}}
 
 
-def build_activity(g: Graph, steps: int = 1000, compressor: int = 6) -> dict:
+def build_activity(g: Graph, steps: int = 1000, compressor: int | None = None) -> dict:
     """Activity over ``steps`` closed-loop steps of the graph's env (short episodes, e.g. a falling
     Hopper, strung together with the next seeds), or over random observations when the graph names
     no installed env (said in ``source``)."""

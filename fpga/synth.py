@@ -193,7 +193,8 @@ def synth(build: Path, target: str, freq_mhz: float = 100.0, yosys_opts: str | N
         from dwc.fpga.energy import build_activity
         from dwc.ir import Graph
         log(f"[{target}] switching activity over {energy_steps} closed-loop steps ...")
-        activity = build_activity(Graph.load(build / "graph.json"), energy_steps, ports.get("popcount_compressor", 6))
+        from dwc.rtl.core import built_compressor
+        activity = build_activity(Graph.load(build / "graph.json"), energy_steps, built_compressor(ports))
     if activity is not None:
         from dwc.fpga.energy import energy
         report["energy"] = energy(report, activity, target)

@@ -176,6 +176,12 @@ COMPRESSOR = 6  # inputs per first-level counter on LUT6 fabrics: one 6-input LU
 COMPRESSORS = {4: 3, 6: 6}  # native LUT inputs of the fabric -> first-level counter size
 
 
+def built_compressor(ports: dict) -> int:
+    """The first-level popcount counter a build's core was made with (its ``dwc_core.json``; builds
+    from before the choice existed used 6:3), so every rebuild of that core matches it."""
+    return ports.get("popcount_compressor", COMPRESSOR)
+
+
 def compressor_for(fabric_lut_inputs: int) -> int:
     """The first-level popcount counter for a fabric with ``fabric_lut_inputs``-input LUTs."""
     return COMPRESSORS[fabric_lut_inputs]

@@ -40,7 +40,7 @@ def spec_text(args) -> str:
                     del opts["lut_inputs"]
                 if k:
                     opts["max_comparators"] = k
-                configs[f"lut{n}-w{w}" + (f"-c{k}" if k else "")] = opts
+                configs[config_name(n, w, k)] = opts
     spec = {"tasks": args.tasks, "seeds": args.seeds, "steps": args.steps,
             "options": {"thermo_bits": args.thermo_bits, "learning_starts": args.learning_starts,
                         "eval_episodes": args.episodes},
@@ -66,7 +66,7 @@ def reference_point(run: Path, out: Path, args) -> dict:
             "lut4_sites": s["synth"].get("lut4_sites"), "fmax_mhz": s["synth"]["fmax_mhz"],
             "latency_cycles": s["latency_cycles"], "comparators": s["comparators"], "ir_luts": s["ir_luts"],
             "train_steps": s["train_steps"], "seeds": 1, "reference": True,
-            "rtl_equals_frozen": s["rtl_return"] == s["frozen_return"]}
+            "rtl_equals_frozen": s["rtl_equals_frozen"]}
 
 
 def points(sweep_dir: Path) -> list[dict]:

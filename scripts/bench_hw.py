@@ -49,6 +49,7 @@ def main() -> None:
     from dwc.fpga.energy import build_activity
     from dwc.fpga.synth import TARGETS, DoesNotFit, synth
     from dwc.ir import Graph
+    from dwc.rtl.core import built_compressor
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--designs", nargs="+", default=["small"],
                     help="small, ip, hopper, published, or run/policy folders (default small)")
@@ -70,7 +71,8 @@ def main() -> None:
         for pipe in args.pipeline:
             build = make_design(d, work / f"{Path(d).name}-p{pipe}", pipe, args.scope)
             n_luts = sum(len(layer) for layer in json.loads((build / "graph.json").read_text())["layers"])
-            activity = build_activity(Graph.load(build / "graph.json"), 1000)
+            ports = json.loads((build / "dwc_core.json").read_text())
+            activity = build_activity(Graph.load(build / "graph.json"), 1000, built_compressor(ports))
             for t in args.targets:
                 print(f"--- {d}, pipeline {pipe}, on {t} ...", flush=True)
                 row = {"design": d, "scope": args.scope, "pipeline": pipe, "ir_luts": n_luts, "target": t}
