@@ -95,7 +95,7 @@ def test_pipeline_auto_picks_the_fewest_stages_that_reach_the_clock(tmp_path):
     """Timing-aware lowering on measured Fmax: every tried design really went through nextpnr; the
     choice meets the clock and every shallower design tried misses it; the core written has the
     chosen latency."""
-    from dwc.compile import choose_pipeline, emit_verilog
+    from dwc.compile import choose_pipeline, emit_verilog, popcount_compressor
     from dwc.ir.freeze import untrained_graph
     from dwc.models import ActorConfig
     from dwc.rtl.core import max_pipeline
@@ -103,13 +103,14 @@ def test_pipeline_auto_picks_the_fewest_stages_that_reach_the_clock(tmp_path):
     freq = 200.0
     k, tried = choose_pipeline(g, tmp_path, "ecp5-25k", freq, log=lambda *a: None)
     by_k = {t["pipeline"]: t for t in tried}
-    assert max_pipeline(g) in by_k and k in by_k
+    compressor = popcount_compressor(g, "ecp5-25k")  # ECP5: full adders, one adder level more than 6:3
+    assert max_pipeline(g, compressor) in by_k and k in by_k
     assert by_k[k]["fmax_mhz"] >= freq, tried  # this small core reaches 200 MHz with its deepest pipeline
     assert all(t["fmax_mhz"] < freq for t in tried if t["pipeline"] < k), tried
     for t in tried:
         report = json.loads((tmp_path / "pipeline_search" / f"p{t['pipeline']}" / "synth/ecp5-25k/report.json").read_text())
         assert report["fmax_mhz"] == t["fmax_mhz"] and report["latency_cycles"] == 2 + t["pipeline"]
-    emit_verilog(g, tmp_path, k)
+    emit_verilog(g, tmp_path, k, compressor=compressor)
     assert json.loads((tmp_path / "dwc_core.json").read_text())["latency_cycles"] == 2 + k
 
 
