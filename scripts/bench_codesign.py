@@ -3,8 +3,9 @@ and comparator budgets, from real training, real synthesis and real place and ro
 
 Every point is a `dwc sweep` run (so the benchmark is resumable and runs on a Ray cluster with
 --address): train with SAC, freeze, verify the Verilog in Verilator on closed-loop episodes, then
-yosys + nextpnr for --target with the deepest pipeline. Configs are named lutN-wW[-cK]: N-input LUTs
-(4 = native on ECP5/iCE40, trained with --target), W LUTs per layer, at most K comparators.
+yosys + nextpnr for --target with the deepest pipeline. Configs are named lutN[-lL]-wW[-cK]: N-input
+LUTs (4 = native on ECP5/iCE40, trained with --target), L layers where not 2 (reference runs), W LUTs
+per layer, at most K comparators.
 --reference runs trained elsewhere (a long training, a shipped policy) go through the same
 compile/verify/synth and join the frontier (--no-sweep: only them).
 
@@ -49,8 +50,10 @@ def spec_text(args) -> str:
     return json.dumps(spec, indent=1)  # JSON is YAML
 
 
-def config_name(lut_inputs: int, width: int, max_comparators: int) -> str:
-    return f"lut{lut_inputs}-w{width}" + (f"-c{max_comparators}" if max_comparators else "")
+def config_name(lut_inputs: int, width: int, max_comparators: int, layers: int = 2) -> str:
+    """lutN[-lL]-wW[-cK]; the layer count only where it is not the default 2."""
+    return (f"lut{lut_inputs}" + (f"-l{layers}" if layers != 2 else "") + f"-w{width}"
+            + (f"-c{max_comparators}" if max_comparators else ""))
 
 
 def reference_point(run: Path, out: Path, args) -> dict:
@@ -61,7 +64,7 @@ def reference_point(run: Path, out: Path, args) -> dict:
     a = load_config(run).actor
     s = build(out / "reference" / run.name, from_run=run, target=args.target, pipeline="max",
               episodes=args.episodes, freq=args.freq, progress=False, log=lambda *a: None)
-    return {"task": s["env"], "config": f"{config_name(a.lut_inputs, a.width, a.max_comparators)} ({run.name})",
+    return {"task": s["env"], "config": f"{config_name(a.lut_inputs, a.width, a.max_comparators, a.layers)} ({run.name})",
             "arity": a.lut_inputs, "frozen": s["frozen_return"], "luts": s["synth"]["luts"],
             "lut4_sites": s["synth"].get("lut4_sites"), "fmax_mhz": s["synth"]["fmax_mhz"],
             "latency_cycles": s["latency_cycles"], "comparators": s["comparators"], "ir_luts": s["ir_luts"],

@@ -137,3 +137,6 @@ def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget(
     assert "vs" not in by["lut4-w64"] and "vs" not in by["lut6-w256 (ref)"]  # no LUT6 peer; LUT6 rows
     assert by["lut4-w64"]["pareto"] and by["lut4-w32"]["pareto"] and by["lut6-w32"]["pareto"]
     assert by["lut4-w128-c96 (long)"]["pareto"] and not by["lut4-w256 (long)"]["pareto"]
+    # reference runs are named by their circuit; the layer count only where it is not the default
+    assert bench.config_name(4, 128, 128) == "lut4-w128-c128" and bench.config_name(6, 256, 0) == "lut6-w256"
+    assert bench.config_name(4, 128, 128, layers=3) == "lut4-l3-w128-c128"
