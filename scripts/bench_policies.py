@@ -36,7 +36,8 @@ def hardware(policy: Path, work: Path, target: str, pipeline: str, freq: float) 
     from dwc.compile import compile_run
     from dwc.fpga.synth import DoesNotFit, synth
     build = work / policy.name
-    c = compile_run(policy, build, pipeline=int(pipeline) if pipeline != "max" else "max")
+    # the target also picks the popcount counters (full adders on LUT4 fabrics), as dwc build does
+    c = compile_run(policy, build, pipeline=int(pipeline) if pipeline != "max" else "max", target=target)
     try:
         r = synth(build, target, freq, log=lambda *a: None)
     except DoesNotFit as e:
