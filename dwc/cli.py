@@ -788,7 +788,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\ndwc {args.command}: interrupted" +
               (f"; checkpoint kept in {args.out}, continue with: dwc train --out {args.out} --resume"
-               if args.command == "train" else
+               if args.command == "train" and (args.out / "checkpoint.pt").exists() else
+               " before its first checkpoint, so nothing to resume: start it again with the same command" if args.command == "train" else
                f"; finished runs are kept and the others checkpointed, continue with the same dwc sweep command"
                if args.command == "sweep" else ""), file=sys.stderr)
         return 130

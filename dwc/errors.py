@@ -1,15 +1,37 @@
-"""User-facing errors: the CLI prints their message as one line and exits non-zero."""
+"""User-facing errors: the CLI prints their message as one line and exits non-zero; and how interrupts stop work."""
+import contextlib
+import signal
+import threading
 
 
 def interrupt_on_sigterm() -> None:
     """A polite kill (SIGTERM) stops like Ctrl-C: KeyboardInterrupt, so work in progress checkpoints."""
-    import signal
-    import threading
-
     def interrupt(signum, frame):
         raise KeyboardInterrupt
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, interrupt)
+
+
+@contextlib.contextmanager
+def interrupts_held():
+    """Ctrl-C or SIGTERM arriving inside the block is delivered when the block ends, so state that changes
+    together (a replay buffer and its step counter) is never caught, and checkpointed, half-changed.
+    Only the main thread receives signals, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    # A handler set from C (getsignal is None) cannot be restored from Python: leave that signal alone.
+    old = {s: h for s in (signal.SIGINT, signal.SIGTERM) if (h := signal.getsignal(s)) is not None}
+    for s in old:
+        signal.signal(s, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    for s in dict.fromkeys(held):
+        signal.raise_signal(s)  # now to the handler it was meant for (KeyboardInterrupt, exit or ignore)
 
 
 class UserError(Exception):

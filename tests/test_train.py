@@ -131,6 +131,25 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step(tmp_path):
     assert ckpt["step"] > 0 and ckpt["replay"]["size"] == ckpt["step"]
 
 
+def test_a_run_killed_before_its_first_checkpoint_starts_again(tmp_path):
+    run = tmp_path / "run"
+    args = small_args(run, steps=100000)
+    args[args.index("--checkpoint-every") + 1] = "100000"
+    proc = subprocess.Popen([sys.executable, "-m", "dwc"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and "episodic_return" not in _text(run / "metrics.jsonl"):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert (run / "config.json").exists() and not (run / "checkpoint.pt").exists()
+    assert_one_line_error(run_cli("train", "--out", str(run), "--resume"), "starts again without --resume")
+    again = run_cli(*small_args(run, steps=300))
+    assert again.returncode == 0, again.stderr
+    assert torch.load(run / "checkpoint.pt", weights_only=False)["step"] == 300
+    steps = [m["step"] for m in metrics(run)]
+    assert steps == sorted(steps) and max(steps) <= 300  # nothing left of the killed start
+
+
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
@@ -264,3 +283,20 @@ def test_cuda_graph_updates_match_eager(policy):
         assert torch.allclose(act(o, eps), want, rtol=1e-5, atol=1e-6), i
         step(*batch, torch.randn(2, sc.batch_size, act_dim, device=dev))  # parameters change
     assert len(act.graphs) == 1
+
+
+def test_an_interrupt_inside_a_held_block_arrives_when_the_block_ends():
+    from dwc.errors import interrupt_on_sigterm, interrupts_held
+    before = signal.getsignal(signal.SIGTERM)
+    interrupt_on_sigterm()
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            finished = []
+            with pytest.raises(KeyboardInterrupt):
+                with interrupts_held():
+                    signal.raise_signal(sig)
+                    finished.append(sig)  # the block is not cut short
+            assert finished == [sig]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers are put back
+    finally:
+        signal.signal(signal.SIGTERM, before)

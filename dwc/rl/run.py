@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import random
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -104,8 +105,13 @@ class RunDir:
         self.resume_state: dict | None = None
         if resume:
             if not self.ckpt_path.exists():
-                raise UserError(f"--resume: no checkpoint in {self.path} to resume from")
+                raise UserError(f"--resume: no checkpoint in {self.path} to resume from; a run stopped before "
+                                f"its first checkpoint starts again without --resume")
             self.resume_state = load_checkpoint(self.ckpt_path)
+        elif (self.path / CONFIG).exists() and not self.ckpt_path.exists():
+            # a run stopped before its first checkpoint: nothing to keep, so this start begins it again
+            (self.path / METRICS).unlink(missing_ok=True)
+            shutil.rmtree(self.path / "tb", ignore_errors=True)
         elif self.path.exists() and any(self.path.iterdir()):
             raise UserError(f"output directory {self.path} already exists and is not empty; "
                             f"pass --resume to continue it or choose another --out")

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..config import TrainConfig
+from ..errors import interrupts_held
 from ..models import build_actor
 from .common import EpisodeTracker, GraphedCall, RateMeter, sample_action
 from .envs import make_vector_env, real_next_obs
@@ -176,7 +177,6 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
     actor.normalizer.update(torch.as_tensor(obs, device=device))
     episodes = EpisodeTracker(cfg.num_envs)
     bar = run.start_progress(cfg.steps)
-    mid_transition = False
     updates_per_iter = max(1, round(cfg.num_envs * sc.utd))
     last_ckpt, meter = step, RateMeter(step)
     try:
@@ -188,21 +188,19 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
                 actions = act_step(o, torch.randn(cfg.num_envs, act_dim, device=device)).cpu().numpy()
             next_obs, rewards, terms, truncs, infos = envs.step(actions)
             dones = terms | truncs
-            mid_transition = True  # replay, normaliser and step counter change together
-            rb.add(obs, real_next_obs(next_obs, dones, infos), actions, rewards, terms)
-            actor.normalizer.update(torch.as_tensor(next_obs, device=device))
-            step += cfg.num_envs
-            mid_transition = False
-            episodes.step(run, step, rewards, dones)
-            obs = next_obs
-
-            if step > sc.learning_starts:
-                for k in range(updates_per_iter):
-                    stats = update(log=(step % 1000 < cfg.num_envs and k == 0))
-                    if stats:
-                        run.log(step, **stats)
+            with interrupts_held():  # replay, normaliser, step counter and learner change together
+                rb.add(obs, real_next_obs(next_obs, dones, infos), actions, rewards, terms)
+                actor.normalizer.update(torch.as_tensor(next_obs, device=device))
+                step += cfg.num_envs
+                episodes.step(run, step, rewards, dones)
+                obs = next_obs
+                if step > sc.learning_starts:
+                    for k in range(updates_per_iter):
+                        stats = update(log=(step % 1000 < cfg.num_envs and k == 0))
+                        if stats:
+                            run.log(step, **stats)
+                actor.apply_budget_(step / cfg.steps)
             bar.update(cfg.num_envs)
-            actor.apply_budget_(step / cfg.steps)
             if step % 1000 < cfg.num_envs:  # SPS over the last 1000 steps
                 sps = meter.rate(step)
                 run.log(step, **{"charts/SPS": sps}, **{f"circuit/{k}": v for k, v in actor.circuit_stats().items()})
@@ -212,8 +210,7 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
                 last_ckpt = step
         checkpoint()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep everything up to this step
-        if not mid_transition:
-            checkpoint()
+        checkpoint()
         raise
     finally:
         envs.close()
