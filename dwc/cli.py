@@ -80,6 +80,9 @@ def _add_train(sub):
     m.add_argument("--layers", type=int, help="LUT layers (default 2)")
     m.add_argument("--width", type=int, help="LUTs per layer; the last is rounded down to a multiple of "
                                              "the action dim (default 1024)")
+    m.add_argument("--last-width", type=int, help="LUTs in the last layer, if not --width: the action tables and "
+                                                  "popcounts grow with it, so a wide first layer and a narrow "
+                                                  "last one keep capacity where it is cheap (default: --width)")
     m.add_argument("--lut-inputs", type=int, help="inputs per LUT, 2..6 (default 6)")
     m.add_argument("--thermo-bits", type=int, help="thermometer thresholds per obs dim, odd (default 63)")
     m.add_argument("--wiring", choices=["learnable", "random"], help="LUT input wiring (default learnable)")
@@ -373,6 +376,7 @@ def _add_build(sub):
     p.add_argument("--steps", type=int, help="training env steps (default 100000)")
     p.add_argument("--seed", type=int, help="training seed (default 1)")
     for opt, help_ in (("--width", "LUTs per layer (default 1024)"), ("--layers", "layers (default 2)"),
+                       ("--last-width", "LUTs in the last layer (default --width)"),
                        ("--lut-inputs", "inputs per LUT (default 6)"), ("--thermo-bits", "thresholds per obs dim (default 63)"),
                        ("--hidden", "qmlp hidden width (default 256)"), ("--learning-starts", "SAC random steps (default 5000)")):
         p.add_argument(opt, type=int, help=help_)
@@ -719,14 +723,15 @@ def _add_policies(sub):
 
 
 def cmd_policies(args) -> int:
+    from .models.actors import layer_shape
     rows = []
     for d in sorted(POLICIES_DIR.glob("*/config.json")):
         d = d.parent
         cfg = json.loads((d / "config.json").read_text())
         ev = json.loads((d / "eval.json").read_text()) if (d / "eval.json").exists() else {}
         a = cfg.get("actor", {})
-        size = {"dwc": f"{a.get('layers')} x {a.get('width')} LUT{a.get('lut_inputs')}",
-                "gates": f"{a.get('layers')} x {a.get('width')} gates",
+        shape = layer_shape(a.get("layers", 0), a.get("width", 0), a.get("last_width", 0))
+        size = {"dwc": f"{shape} LUT{a.get('lut_inputs')}", "gates": f"{shape} gates",
                 "qmlp": f"QMLP {a.get('layers')} x {a.get('hidden')} W{a.get('weight_bits')}A{a.get('act_bits')}"
                 }.get(a.get("policy"), f"MLP 2 x {a.get('hidden')}")
         rows.append({"name": d.name, "path": str(d), "env": cfg.get("env"), "policy": a.get("policy"), "size": size,

@@ -5,7 +5,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .errors import UserError
-from .models.actors import ActorConfig
+from .models.actors import ActorConfig, layer_shape
 
 
 @dataclass
@@ -81,7 +81,7 @@ class TrainConfig:
 OPTIONS = {
     **{k: None for k in ("env", "algo", "steps", "seed", "device", "cuda_graphs", "num_envs", "threads",
                          "checkpoint_every", "eval_episodes", "target")},
-    **{k: "actor" for k in ("policy", "layers", "width", "lut_inputs", "thermo_bits", "wiring", "hidden",
+    **{k: "actor" for k in ("policy", "layers", "width", "last_width", "lut_inputs", "thermo_bits", "wiring", "hidden",
                             "weight_bits", "act_bits", "out_bits", "fan_in", "max_luts", "max_comparators")},
     **{k: "sac" for k in ("learning_starts", "batch_size", "buffer_size", "actor_lr")},
     **{k: "ppo" for k in ("rollout_steps",)},
@@ -120,8 +120,10 @@ def config_from_options(options: dict, where: str = "option") -> TrainConfig:
                             f"(or drop --target to train another arity)")
         if cfg.actor.policy == "dwc":
             cfg.actor.lut_inputs = native
-    if cfg.actor.max_luts and "width" not in options:  # the budget sizes the layers
-        cfg.actor.width = max(1, cfg.actor.max_luts // cfg.actor.layers)
+    a = cfg.actor
+    if a.max_luts and "width" not in options:  # the budget sizes the layers (those --last-width leaves)
+        a.width = (max(1, (a.max_luts - a.last_width) // (a.layers - 1)) if a.last_width and a.layers > 1
+                   else max(1, a.max_luts // a.layers))
     if cfg.actor.policy == "gates":  # a gate is a 2-input LUT on a fixed random wiring (as published)
         if options.get("lut_inputs", 2) != 2 or options.get("wiring", "random") != "random":
             raise UserError("--policy gates: gates have 2 inputs and a random wiring; drop --lut-inputs / --wiring")
@@ -151,8 +153,10 @@ def validate(cfg: TrainConfig) -> None:
         (a.width >= 1, f"--width must be >= 1, got {a.width}"),
         (a.thermo_bits >= 3 and a.thermo_bits % 2 == 1, f"--thermo-bits must be odd and >= 3, got {a.thermo_bits}"),
         (a.max_luts >= 0 and a.max_comparators >= 0, "--max-luts and --max-comparators must be >= 0 (0 = no budget)"),
-        (not a.max_luts or a.layers * a.width <= a.max_luts,
-         f"--max-luts {a.max_luts}: {a.layers} layers x --width {a.width} = {a.layers * a.width} LUTs exceed it"),
+        (a.last_width >= 0, f"--last-width must be >= 0 (0 = --width), got {a.last_width}"),
+        (not a.max_luts or sum(a.layer_widths()) <= a.max_luts,
+         f"--max-luts {a.max_luts}: {layer_shape(a.layers, a.width, a.last_width)} = {sum(a.layer_widths())} "
+         f"LUTs exceed it"),
         (not (a.max_luts or a.max_comparators) or a.policy == "dwc",
          f"--max-luts / --max-comparators apply to --policy dwc, not {a.policy}"),
         (cfg.sac.batch_size >= 1, f"--batch-size must be >= 1, got {cfg.sac.batch_size}"),

@@ -50,9 +50,11 @@ def spec_text(args) -> str:
     return json.dumps(spec, indent=1)  # JSON is YAML
 
 
-def config_name(lut_inputs: int, width: int, max_comparators: int, layers: int = 2) -> str:
-    """lutN[-lL]-wW[-cK]; the layer count only where it is not the default 2."""
+def config_name(lut_inputs: int, width: int, max_comparators: int, layers: int = 2, last_width: int = 0) -> str:
+    """lutN[-lL]-wW[-lastV][-cK]; the layer count only where it is not the default 2, the last layer's
+    width only where it is not W."""
     return (f"lut{lut_inputs}" + (f"-l{layers}" if layers != 2 else "") + f"-w{width}"
+            + (f"-last{last_width}" if last_width and last_width != width else "")
             + (f"-c{max_comparators}" if max_comparators else ""))
 
 
@@ -64,7 +66,7 @@ def reference_point(run: Path, out: Path, args) -> dict:
     a = load_config(run).actor
     s = build(out / "reference" / run.name, from_run=run, target=args.target, pipeline="max",
               episodes=args.episodes, freq=args.freq, progress=False, log=lambda *a: None)
-    return {"task": s["env"], "config": f"{config_name(a.lut_inputs, a.width, a.max_comparators, a.layers)} ({run.name})",
+    return {"task": s["env"], "config": f"{config_name(a.lut_inputs, a.width, a.max_comparators, a.layers, a.last_width)} ({run.name})",
             "arity": a.lut_inputs, "frozen": s["frozen_return"], "luts": s["synth"]["luts"],
             "lut4_sites": s["synth"].get("lut4_sites"), "fmax_mhz": s["synth"]["fmax_mhz"],
             "latency_cycles": s["latency_cycles"], "comparators": s["comparators"], "ir_luts": s["ir_luts"],

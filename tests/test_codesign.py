@@ -65,8 +65,13 @@ def test_target_sets_the_native_lut_and_max_luts_sizes_the_layers():
     assert (c.target, c.actor.lut_inputs, c.actor.width) == ("ecp5", 4, 300)
     assert config_from_options({"target": "xc7"}).actor.lut_inputs == 6
     assert config_from_options({"target": "ice40", "layers": 3, "max_luts": 100}).actor.width == 33
+    # a narrow last layer leaves the rest of the budget to the layers before it
+    a = config_from_options({"max_luts": 500, "last_width": 128}).actor
+    assert (a.width, a.layer_widths()) == (372, [372, 128])
     for opts, msg in [({"target": "zynq"}, "choose from"), ({"target": "ecp5", "lut_inputs": 6}, "4-input"),
-                      ({"max_luts": 100, "width": 256}, "exceed"), ({"policy": "gates", "max_comparators": 8}, "dwc")]:
+                      ({"max_luts": 100, "width": 256}, "exceed"), ({"policy": "gates", "max_comparators": 8}, "dwc"),
+                      ({"max_luts": 300, "width": 200, "last_width": 128}, "200 \\+ 128 = 328 LUTs exceed"),
+                      ({"last_width": -1}, "--last-width")]:
         with pytest.raises(UserError, match=msg):
             config_from_options(opts)
 
@@ -77,6 +82,8 @@ def test_cli_budget_errors(tmp_path):
                           "4-input")
     assert_one_line_error(run_cli("train", "--max-luts", "100", "--width", "256", "--out", str(tmp_path / "c")),
                           "--max-luts")
+    assert_one_line_error(run_cli("train", "--env", "Hopper-v5", "--width", "64", "--last-width", "2", "--out",
+                                  str(tmp_path / "d")), "fewer than the 3 actions")
 
 
 @pytest.mark.parametrize("algo", ["sac", "ppo"])
@@ -140,3 +147,4 @@ def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget(
     # reference runs are named by their circuit; the layer count only where it is not the default
     assert bench.config_name(4, 128, 128) == "lut4-w128-c128" and bench.config_name(6, 256, 0) == "lut6-w256"
     assert bench.config_name(4, 128, 128, layers=3) == "lut4-l3-w128-c128"
+    assert bench.config_name(4, 256, 128, last_width=129) == "lut4-w256-last129-c128"

@@ -82,14 +82,17 @@ def test_trained_policy_is_bit_exact_on_10k_observations(shipped):
     assert_bit_exact(actor, optimized, q)  # the passes preserve it too
 
 
-@pytest.mark.parametrize("n,width,wiring", [(6, 60, "learnable"), (4, 64, "random"), (2, 30, "learnable")])
-def test_random_circuits_are_bit_exact(n, width, wiring):
+@pytest.mark.parametrize("n,layers,width,last_width,wiring", [
+    (6, 2, 60, 0, "learnable"), (4, 2, 64, 0, "random"), (2, 2, 30, 0, "learnable"), (4, 3, 64, 31, "learnable")])
+def test_random_circuits_are_bit_exact(n, layers, width, last_width, wiring):
     torch.manual_seed(n)
-    cfg = ActorConfig(width=width, lut_inputs=n, thermo_bits=15, wiring=wiring)
+    cfg = ActorConfig(layers=layers, width=width, last_width=last_width, lut_inputs=n, thermo_bits=15, wiring=wiring)
     actor = build_actor(cfg, 5, 3, [-2, -1, -0.5], [2, 1, 0.5])
     actor.normalizer.update(torch.randn(500, 5, dtype=torch.float64) * torch.tensor([0.01, 1, 30, 500, 3.0]) + 7)
     actor.eval()
     graph = freeze(actor)
+    last = (last_width or width) // 3 * 3  # whole action groups
+    assert [len(layer) for layer in graph.layers] == [width] * (layers - 1) + [last]
     rng = np.random.default_rng(n)
     q = rng.integers([f.min_int for f in graph.obs_formats], [f.max_int + 1 for f in graph.obs_formats], (2000, 5))
     assert_bit_exact(actor, graph, np.concatenate([q, extreme_observations(graph)]))

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from ..errors import UserError
 from .encoding import ObsNormalizer, Thermometer
 from .gates import GateLayer
 from .lut import LUTLayer
@@ -36,6 +37,7 @@ class ActorConfig:
     # DWC (defaults: the published configuration)
     layers: int = 2
     width: int = 1024
+    last_width: int = 0  # the last layer's LUTs, which the action popcounts read (0 = width)
     lut_inputs: int = 6
     thermo_bits: int = 63
     wiring: str = "learnable"  # learnable | random
@@ -56,6 +58,16 @@ class ActorConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def layer_widths(self) -> list[int]:
+        """LUTs per layer as configured (the model rounds the last down to whole action groups)."""
+        return [self.width] * (self.layers - 1) + [self.last_width or self.width]
+
+
+def layer_shape(layers: int, width: int, last_width: int = 0) -> str:
+    """How reports name the LUT layers: '2 x 1024', or '256 + 129' when the last one differs."""
+    widths = [width] * (layers - 1) + [last_width or width]
+    return f"{layers} x {width}" if len(set(widths)) == 1 else " + ".join(map(str, widths))
 
 
 class _Actor(nn.Module):
@@ -157,9 +169,11 @@ class DWCActor(_Actor):
 
     def __init__(self, obs_dim: int, action_dim: int, action_low, action_high, cfg: ActorConfig):
         super().__init__(obs_dim, action_low, action_high)
-        last = cfg.width - cfg.width % action_dim  # e.g. 1023 for Hopper's 3 actions
-        if last == 0:
-            raise ValueError(f"--width {cfg.width} is smaller than the action dimension {action_dim}")
+        last = cfg.last_width or cfg.width
+        if last < action_dim:
+            raise UserError(f"--width / --last-width: the last layer's {last} LUTs are fewer than the "
+                            f"{action_dim} actions (each action reads its own group of them)")
+        last -= last % action_dim  # e.g. 1023 for Hopper's 3 actions
         self.encoder = Thermometer(obs_dim, cfg.thermo_bits)
         sizes = [self.encoder.out_features] + [cfg.width] * (cfg.layers - 1) + [last]
         self.comparator_budget = cfg.max_comparators
