@@ -52,6 +52,7 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"
     cuda_graphs: bool = True  # SAC on CUDA: replay each update as a CUDA graph (actors that allow it)
+    precision: str = "auto"  # the large training matmuls: auto | float32 | bfloat16 (see rl.common.resolve_precision)
     num_envs: int = 1
     threads: int = 1
     checkpoint_every: int = 10_000
@@ -79,7 +80,7 @@ class TrainConfig:
 # dwc train's options (flag names without "--", dashes as underscores) -> the config section holding them.
 # The CLI and sweep specs both set a TrainConfig through this one table.
 OPTIONS = {
-    **{k: None for k in ("env", "algo", "steps", "seed", "device", "cuda_graphs", "num_envs", "threads",
+    **{k: None for k in ("env", "algo", "steps", "seed", "device", "cuda_graphs", "precision", "num_envs", "threads",
                          "checkpoint_every", "eval_episodes", "target")},
     **{k: "actor" for k in ("policy", "layers", "width", "last_width", "lut_inputs", "thermo_bits", "wiring", "hidden",
                             "weight_bits", "act_bits", "out_bits", "fan_in", "max_luts", "max_comparators")},
@@ -89,7 +90,7 @@ OPTIONS = {
 # LUT inputs of each FPGA family's logic cell
 NATIVE_LUT_INPUTS = {"ecp5": 4, "ice40": 4, "xc7": 6}
 # What may change when resuming: how long and where to run, not what is trained.
-RESUMABLE = {"steps", "device", "cuda_graphs", "threads", "checkpoint_every", "eval_episodes"}
+RESUMABLE = {"steps", "device", "cuda_graphs", "precision", "threads", "checkpoint_every", "eval_episodes"}
 
 
 def option_value(cfg: TrainConfig, name: str):

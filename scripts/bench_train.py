@@ -5,6 +5,10 @@ started, where every env step does one gradient update (batch 256, [256, 256] cr
 1000 steps after --learning-starts are treated as warm-up and excluded; the remaining
 --measure-steps - 1000 steps are timed. All runs use the same env, seed and thread count, in one
 process, one after another, on one --device (cpu by default; cuda for a GPU server's figures).
+With --rounds R every run is repeated R times, the runs interleaved (round 1: all of them, then
+round 2, ...), and each one's median rate is reported: on a shared or virtual machine whose speed
+drifts by tens of percent within minutes, interleaving exposes every run to the same drift.
+Our runs use --precision auto (bf16 matmuls on CPUs with AMX; printed in the context line).
 
   sb3            stable_baselines3.SAC("MlpPolicy"), net_arch [256, 256] for actor and critics,
                  batch 256, train_freq=1, gradient_steps=1; timed with a callback.
@@ -13,6 +17,7 @@ process, one after another, on one --device (cpu by default; cuda for a GPU serv
   dwc-random     our SAC with the DWC actor, random wiring.
   dwc-learnable  our SAC with the DWC actor, learnable wiring (the published default).
   mlp-eager      (on request) our MLP SAC with --no-cuda-graphs: what the CUDA graphs bring.
+  mlp-fp32       (on request) our MLP SAC with --precision float32: what bf16 matmuls bring.
 
 Example (small and quick; the published DWC width is 1024, the default):
   .venv/bin/python scripts/bench_train.py --env Hopper-v5 --threads 1 \\
@@ -23,13 +28,16 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "mlp-eager")
+from dwc.rl.common import resolve_precision
+
+ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "mlp-eager", "mlp-fp32")
 DEFAULT = ALL[:4]
 WARMUP = 1000  # steps after learning starts that are not timed (one SPS window)
 TARGET = 1.5
@@ -65,13 +73,13 @@ def bench_sb3(args) -> float:
     return (total - start) / (timer.t1 - timer.t0)
 
 
-def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True) -> float:
+def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True, precision: str = "auto") -> float:
     from dwc.config import TrainConfig
     from dwc.rl.train import train
 
     cfg = TrainConfig(env=args.env, algo="sac", steps=args.learning_starts + args.measure_steps,
                       seed=1, threads=args.threads, checkpoint_every=10**9, eval_episodes=1,
-                      device=args.device, cuda_graphs=graphs)
+                      device=args.device, cuda_graphs=graphs, precision=precision)
     cfg.actor.policy = policy
     if wiring:
         cfg.actor.wiring = wiring
@@ -113,11 +121,15 @@ def main() -> None:
     p.add_argument("--which", default=",".join(DEFAULT),
                    help=f"comma list among {','.join(ALL)} (default {','.join(DEFAULT)})")
     p.add_argument("--dwc-width", type=int, default=1024, help="DWC layer width (default 1024 = published)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of every run; medians are "
+                                                          "reported (default 3)")
     p.add_argument("--json", type=Path, help="also write the results to this JSON file")
     args = p.parse_args()
     which = [w.strip() for w in args.which.split(",") if w.strip()]
     if bad := [w for w in which if w not in ALL]:
         p.error(f"unknown --which entries {bad}; choose among {','.join(ALL)}")
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
     if args.learning_starts % 1000 or args.measure_steps % 1000 or args.measure_steps < 2000:
         p.error("--learning-starts must be a multiple of 1000, --measure-steps a multiple of 1000 and >= 2000")
 
@@ -127,8 +139,9 @@ def main() -> None:
     context = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(), "device": args.device,
                "gpu": gpu, "env": args.env,
                "learning_starts": args.learning_starts, "measure_steps": args.measure_steps,
-               "timed_steps": args.measure_steps - WARMUP, "dwc_width": args.dwc_width}
-    print("machine: " + ", ".join(f"{k}={context[k]}" for k in ("cpu", "gpu", "device", "torch", "threads")
+               "timed_steps": args.measure_steps - WARMUP, "dwc_width": args.dwc_width, "rounds": args.rounds,
+               "precision": str(resolve_precision("auto", torch.device(args.device))).removeprefix("torch.")}
+    print("machine: " + ", ".join(f"{k}={context[k]}" for k in ("cpu", "gpu", "device", "torch", "threads", "precision")
                                   if context[k] is not None))
     print(f"env={args.env}  learning_starts={args.learning_starts}  timed steps={context['timed_steps']} "
           f"(after {WARMUP} warm-up update steps)  dwc_width={args.dwc_width}", flush=True)
@@ -136,13 +149,15 @@ def main() -> None:
     runners = {"sb3": lambda: bench_sb3(args), "mlp": lambda: bench_ours(args, "mlp"),
                "dwc-random": lambda: bench_ours(args, "dwc", "random"),
                "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable"),
-               "mlp-eager": lambda: bench_ours(args, "mlp", graphs=False)}
-    sps = {}
-    for name in ALL:
-        if name in which:
-            print(f"running {name} ...", flush=True)
-            sps[name] = runners[name]()
-            print(f"  {name}: {sps[name]:.1f} env-steps/s", flush=True)
+               "mlp-eager": lambda: bench_ours(args, "mlp", graphs=False),
+               "mlp-fp32": lambda: bench_ours(args, "mlp", precision="float32")}
+    rounds = {name: [] for name in ALL if name in which}
+    for r in range(args.rounds):
+        for name in rounds:
+            print(f"round {r + 1}/{args.rounds}: running {name} ...", flush=True)
+            rounds[name].append(runners[name]())
+            print(f"  {name}: {rounds[name][-1]:.1f} env-steps/s", flush=True)
+    sps = {name: statistics.median(v) for name, v in rounds.items()}
 
     def ratio(a, b):
         return a / b if a is not None and b else None
@@ -150,13 +165,14 @@ def main() -> None:
     def fmt(x, suffix="x"):
         return "-" if x is None else f"{x:.2f}{suffix}"
 
-    print(f"\n{'run':<15}{'env-steps/s':>12}{'vs SB3':>9}{'time/step vs MLP':>18}")
+    print(f"\n{'run':<15}{'env-steps/s':>12}{'rounds min..max':>16}{'vs SB3':>9}{'time/step vs MLP':>18}")
     rows = {}
     for name, v in sps.items():
         vs_sb3 = ratio(v, sps.get("sb3"))
         vs_mlp = ratio(sps.get("mlp"), v) if name.startswith("dwc") else None
-        rows[name] = {"sps": v, "ratio_vs_sb3": vs_sb3, "time_per_step_vs_mlp": vs_mlp}
-        print(f"{name:<15}{v:>12.1f}{fmt(vs_sb3):>9}{fmt(vs_mlp):>18}")
+        rows[name] = {"sps": v, "sps_rounds": rounds[name], "ratio_vs_sb3": vs_sb3, "time_per_step_vs_mlp": vs_mlp}
+        spread = f"{min(rounds[name]):.1f}..{max(rounds[name]):.1f}"
+        print(f"{name:<15}{v:>12.1f}{spread:>16}{fmt(vs_sb3):>9}{fmt(vs_mlp):>18}")
 
     print("\ntarget checks:")
     checks = {}

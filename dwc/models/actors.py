@@ -92,6 +92,16 @@ class _Actor(nn.Module):
     def constrain_(self) -> None:
         pass
 
+    compute_dtype = torch.float32  # of the large training matmuls (see dwc.rl.common.resolve_precision)
+
+    def set_precision(self, dtype: torch.dtype) -> None:
+        """bf16 for the hidden matmul of an MLP actor and the wiring-score gradients of LUT layers;
+        the forward values a DWC's circuit computes do not depend on it."""
+        self.compute_dtype = dtype
+        for m in self.modules():
+            if isinstance(m, LUTLayer):
+                m.grad_dtype = dtype
+
     def apply_budget_(self, progress: float) -> None:
         """Move toward the resource budgets at ``progress`` (0..1) of training; 1.0 enforces them."""
 
@@ -127,7 +137,11 @@ class MLPActor(_Actor):
         self.log_std = nn.Linear(cfg.hidden, action_dim)
 
     def dist_params(self, obs):
-        h = self.trunk(self.normalizer(obs))
+        first, hidden = self.trunk[0], self.trunk[2]
+        h = torch.relu(first(self.normalizer(obs)))
+        dt = self.compute_dtype  # the hidden x hidden layer holds nearly all of the FLOPs
+        h = torch.relu(hidden(h) if dt == torch.float32 else
+                       nn.functional.linear(h.to(dt), hidden.weight.to(dt), hidden.bias.to(dt))).float()
         return self.mean(h), self._bound_log_std(self.log_std(h))
 
 
@@ -199,7 +213,7 @@ class DWCActor(_Actor):
 
     def circuit_bits(self, xn: torch.Tensor) -> torch.Tensor:
         """Normalised obs -> output bits of the last LUT layer (what hardware feeds the popcounts)."""
-        bits = self.encoder(xn).t().contiguous()  # feature-major through the LUT layers
+        bits = self.encoder.forward_fm(xn)  # feature-major through the LUT layers
         for layer in self.luts:
             bits = layer.forward_fm(bits)
         return bits.t()

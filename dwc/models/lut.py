@@ -53,6 +53,27 @@ def efd_matrix(n: int, alpha: float | None = None, beta: float = 1.0 / 3.0) -> t
     return m.reshape(size, size * n).float()
 
 
+def column_max(w: torch.Tensor, block: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    """``w.max(dim=0)`` (values, first index of the maximum) of a (rows, cols) matrix.
+
+    On CPU, torch's max-with-indices along dim 0 is not vectorised (~40 ms for 1024 x 6144); this
+    takes the vectorised ``amax`` of row blocks, then searches only each column's winning block:
+    ~8x faster there. Other devices use torch.max."""
+    rows, cols = w.shape
+    if w.device.type != "cpu" or rows < 4 * block:
+        top = w.max(dim=0)
+        return top.values, top.indices
+    full = rows // block * block
+    maxima = w[:full].view(rows // block, block, cols).amax(1)
+    if full < rows:  # the rows left over form one more, shorter block
+        maxima = torch.cat([maxima, w[full:].amax(0, keepdim=True)])
+    top, win = maxima.max(dim=0)  # first block holding each column's maximum (a small argmax)
+    start = win * block
+    rows_of = (start + torch.arange(block, device=w.device)[:, None]).clamp_(max=rows - 1)  # (block, cols)
+    first = (w.gather(0, rows_of) == top).to(torch.uint8).argmax(0)  # first maximal row in that block
+    return top, start + first
+
+
 class _LutLookup(torch.autograd.Function):
     """Feature-major: bits (L*n, B) in {0,1}, tables (L, 2^n) -> bits (L, B).
 
@@ -69,7 +90,7 @@ class _LutLookup(torch.autograd.Function):
         for k in range(1, n):
             addr.add_(bits[:, k], alpha=float(1 << k))
         addr = addr.to(torch.int64)
-        out = (torch.gather(tables, 1, addr) > 0).to(sel.dtype)
+        out = torch.gt(torch.gather(tables, 1, addr), 0, out=sel.new_empty(addr.shape))  # no bool detour: ~10x faster on CPU
         ctx.save_for_backward(addr, tables, efd)
         return out
 
@@ -114,6 +135,22 @@ def thermometer_wiring_grad(g: torch.Tensor, x: torch.Tensor, bits: int, batched
     return (2.0 * above - g_t.sum(0)).view(dims * bits, slots)
 
 
+def wiring_score_grad(g: torch.Tensor, x: torch.Tensor, bits: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The gradient of every candidate score, ``(2x - 1) @ g.T`` (sources, slots), from the bits
+    x (sources, batch) and the gradient g (slots, batch) arriving at the selected bits.
+
+    ``dtype=torch.bfloat16`` runs the product in bf16 with float32 accumulation (AMX on recent x86
+    CPUs, tensor cores on GPUs): ``2x - 1`` is exact in bf16 and g is rounded to 8 significant bits
+    (~0.2% relative error in the result, far below the minibatch noise that Adam sees); 10x
+    faster than float32 for a published-size layer on a CPU with AMX. In float32, a thermometer
+    input (``bits`` > 0) takes the cheaper histogram route of :func:`thermometer_wiring_grad`."""
+    if dtype != torch.float32:
+        return ((2.0 * x - 1.0).to(dtype) @ g.to(dtype).t()).float()
+    if bits:
+        return thermometer_wiring_grad(g, x, bits)
+    return (2.0 * x - 1.0) @ g.t()  # in this orientation: a transposed product would be copied (~2x slower)
+
+
 class _LearnableWiring(torch.autograd.Function):
     """Feature-major: x (I, B) -> x[idx] (S, B), idx = argmax of each slot's weight column.
 
@@ -133,8 +170,7 @@ class _LearnableWiring(torch.autograd.Function):
         bits = ctx.layer.thermometer_bits
         grad_x = grad_w = None
         if ctx.needs_input_grad[1]:  # every candidate source gets a gradient: the costly part
-            # (g @ (2x-1).T).T: the same product, ~1.4x faster in this operand order on CPU
-            grad_w = thermometer_wiring_grad(g, x, bits) if bits else (g @ (2.0 * x - 1.0).t()).t()
+            grad_w = wiring_score_grad(g, x, bits, ctx.layer.grad_dtype)
         if ctx.needs_input_grad[0]:
             soft_t = ctx.layer.soft_wiring()
             grad_x = torch.sparse.mm(soft_t, g) if soft_t.is_sparse else soft_t @ g
@@ -194,6 +230,7 @@ class LUTLayer(nn.Module):
         self.register_buffer("efd", efd_matrix(n), persistent=False)
         self._cache: dict = {}
         self.graph_safe = False
+        self.grad_dtype = torch.float32  # of the wiring-score gradient (see wiring_score_grad)
 
     def prepare_cuda_graphs(self) -> bool:
         """No host syncs from here on: no wiring cache (a replayed graph changes the weights without
@@ -219,7 +256,7 @@ class LUTLayer(nn.Module):
         return w if self.allowed is None else w.masked_fill(~self.allowed[:, None], float("-inf"))
 
     def _argmax(self) -> torch.Tensor:
-        return self._cached("max", lambda w: w.max(dim=0)).indices
+        return self._cached("max", column_max)[1]
 
     def sources_read(self) -> int:
         """Distinct sources the current wiring reads (for a first layer: comparators in hardware)."""
@@ -233,9 +270,9 @@ class LUTLayer(nn.Module):
         if self.allowed is None or self.wiring != "learnable" or int(self.allowed.sum()) <= keep:
             return
         w = self._masked(self.wiring_weights.detach())
-        top = w.max(dim=0)
-        reads = torch.bincount(top.indices, minlength=self.in_features).to(w.dtype)
-        closeness = (w - top.values).max(dim=1).values  # 0 for a source some slot reads, -inf if not allowed
+        top, idx = column_max(w)
+        reads = torch.bincount(idx, minlength=self.in_features).to(w.dtype)
+        closeness = (w - top).amax(dim=1)  # 0 for a source some slot reads, -inf if not allowed
         order = torch.argsort(closeness, descending=True, stable=True)
         order = order[torch.argsort(reads[order], descending=True, stable=True)]  # reads first, then closeness
         allowed = torch.zeros_like(self.allowed)
@@ -246,7 +283,7 @@ class LUTLayer(nn.Module):
     def soft_wiring(self) -> torch.Tensor:
         """Column-wise softmax(w / tau) (I, S): sparse, or dense with ``sparse_softmax=False``."""
         def compute(w):
-            top = self._cached("max", lambda w: w.max(dim=0)).values
+            top = self._cached("max", column_max)[0]
             if not self.sparse_softmax:
                 return torch.softmax(w / self.tau, dim=0)
             # exp(-16.2) < 1e-7: candidates further below the max vanish next to it.

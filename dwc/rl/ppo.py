@@ -13,7 +13,7 @@ from torch import nn
 
 from ..config import TrainConfig
 from ..models import build_actor
-from .common import EpisodeTracker, RateMeter, sample_action, squashed_log_prob
+from .common import EpisodeTracker, RateMeter, resolve_precision, sample_action, squashed_log_prob
 from .envs import make_vector_env
 from .run import RunDir, set_rng_state
 
@@ -29,6 +29,7 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
     act_space = envs.single_action_space
     obs_dim, act_dim = envs.single_observation_space.shape[0], act_space.shape[0]
     actor = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
+    actor.set_precision(resolve_precision(cfg.precision, device))
     critic = value_net(obs_dim, pc.v_hidden).to(device)
     params = list(actor.parameters()) + list(critic.parameters())
     opt = torch.optim.Adam(params, lr=pc.lr, eps=1e-5, fused=True)

@@ -4,6 +4,8 @@ Published protocol by default (see SACConfig). Float twin-Q critics; the actor i
 DWC or the MLP baseline (same interface). Speed choices, each measured (scripts/bench_train.py):
 - the twin critics are one batched module (one bmm per layer instead of two matmuls);
 - the actor step does not compute critic weight-gradients (critic params frozen during it);
+- ``--precision`` bfloat16 (``auto`` picks it on CPUs with AMX): the critics' and the MLP actor's
+  hidden layer and the LUT layers' wiring-score gradient in bf16, everything else float32;
 - on CUDA the whole update, and the acting forward, are replayed as CUDA graphs (:class:`GraphedCall`):
   at batch 256 a GPU update is bound by ~200 kernel launches from Python, not by arithmetic.
 """
@@ -19,16 +21,20 @@ from torch import nn
 from ..config import TrainConfig
 from ..errors import interrupts_held
 from ..models import build_actor
-from .common import EpisodeTracker, GraphedCall, RateMeter, sample_action
+from .common import EpisodeTracker, GraphedCall, RateMeter, resolve_precision, sample_action
 from .envs import make_vector_env, real_next_obs
 from .replay import ReplayBuffer
 from .run import RunDir, set_rng_state
 
 
 class TwinQ(nn.Module):
-    """Two independent Q MLPs (in -> h -> h -> 1) evaluated together with batched matmuls."""
+    """Two independent Q MLPs (in -> h -> h -> 1) evaluated together with batched matmuls.
 
-    def __init__(self, in_dim: int, hidden: int, members: int = 2):
+    ``mid_dtype`` bfloat16 runs the hidden x hidden layer (94% of the FLOPs) in bf16 with float32
+    accumulation; the input layer and the Q output stay float32 (a bf16 Q of ~300 would be
+    rounded by ~1, as large as a reward)."""
+
+    def __init__(self, in_dim: int, hidden: int, members: int = 2, mid_dtype: torch.dtype = torch.float32):
         super().__init__()
         sizes = [in_dim, hidden, hidden, 1]
         self.weights = nn.ParameterList()
@@ -41,15 +47,14 @@ class TwinQ(nn.Module):
             nn.init.uniform_(b, -bound, bound)
             self.weights.append(nn.Parameter(w))
             self.biases.append(nn.Parameter(b))
-        self.members = members
+        self.members, self.mid_dtype = members, mid_dtype
 
     def forward(self, xn: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         h = torch.cat([xn, action], -1).unsqueeze(0).expand(self.members, -1, -1)
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            h = torch.baddbmm(b, h, w)
-            if i < 2:
-                h = torch.relu(h)
-        return h.squeeze(-1)  # (members, batch)
+        (w0, w1, w2), (b0, b1, b2), dt = self.weights, self.biases, self.mid_dtype
+        h = torch.relu(torch.baddbmm(b0, h, w0))
+        h = torch.relu(torch.baddbmm(b1.to(dt), h.to(dt), w1.to(dt))).float()
+        return torch.baddbmm(b2, h, w2).squeeze(-1)  # (members, batch)
 
 
 class SACLearner:
@@ -57,9 +62,11 @@ class SACLearner:
     is one SAC gradient step. The update takes its minibatch and Gaussian noise as inputs and never
     reads a value back to the host, so on CUDA it can be captured once and replayed as a graph."""
 
-    def __init__(self, actor, obs_dim: int, act_dim: int, sc, device: torch.device, graphs: bool = False):
+    def __init__(self, actor, obs_dim: int, act_dim: int, sc, device: torch.device, graphs: bool = False,
+                 precision: torch.dtype = torch.float32):
         self.actor, self.sc = actor, sc
-        self.qf = TwinQ(obs_dim + act_dim, sc.q_hidden).to(device)
+        actor.set_precision(precision)
+        self.qf = TwinQ(obs_dim + act_dim, sc.q_hidden, mid_dtype=precision).to(device)
         self.qf_target = copy.deepcopy(self.qf)
         opt = dict(fused=True, capturable=graphs)  # capturable: step counts live on the GPU
         self.actor_opt = torch.optim.Adam(actor.parameters(), lr=sc.actor_lr, eps=sc.adam_eps, **opt)
@@ -138,7 +145,7 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
 
     actor = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
     graphs = device.type == "cuda" and cfg.cuda_graphs and actor.prepare_cuda_graphs()
-    learner = SACLearner(actor, obs_dim, act_dim, sc, device, graphs)
+    learner = SACLearner(actor, obs_dim, act_dim, sc, device, graphs, resolve_precision(cfg.precision, device))
     update_step = GraphedCall(learner.update) if graphs else learner.update
 
     @torch.no_grad()

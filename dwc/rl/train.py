@@ -8,7 +8,7 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError
 from ..models import build_actor
-from .common import actor_act_fn, evaluate, resolve_device
+from .common import actor_act_fn, evaluate, resolve_device, resolve_precision
 from .envs import check_env_id
 from .run import (CHECKPOINT, COMMANDS, RunDir, learning_curve_png, load_checkpoint, load_config, seed_everything,
                   write_json)
@@ -24,12 +24,14 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     if cfg.algo not in ("sac", "ppo"):
         raise UserError(f"unknown --algo {cfg.algo!r} (choose sac or ppo)")
     device = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)
     check_env_id(cfg.env).close()
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
     run = RunDir(out, cfg, resume=resume, progress=progress, command=command)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU thread(s)"
-    print(f"training {cfg.algo} {cfg.actor.policy} on {cfg.env}: device {device} ({where})", flush=True)
+    print(f"training {cfg.algo} {cfg.actor.policy} on {cfg.env}: device {device} ({where}), "
+          f"{str(precision).removeprefix('torch.')} matmuls", flush=True)
     try:
         if run.start_step >= cfg.steps:
             print(f"{out}: already at step {run.start_step} >= --steps {cfg.steps}; evaluating only")
