@@ -3,8 +3,8 @@
 What is measured: env-steps per second in the *update phase* only, i.e. after learning has
 started, where every env step does one gradient update (batch 256, [256, 256] critics). The first
 1000 steps after --learning-starts are treated as warm-up and excluded; the remaining
---measure-steps - 1000 steps are timed. All runs use the same env, seed and thread count, in one
-process, one after another, on one --device (cpu by default; cuda for a GPU server's figures).
+--measure-steps - 1000 steps are timed. All runs use the same env, seed and thread count, each in
+a fresh process, one after another, on one --device (cpu by default; cuda for a GPU server's figures).
 With --rounds R every run is repeated R times, the runs interleaved (round 1: all of them, then
 round 2, ...), and each one's median rate is reported: on a shared or virtual machine whose speed
 drifts by tens of percent within minutes, interleaving exposes every run to the same drift.
@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import platform
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
@@ -97,6 +99,17 @@ def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True
     return len(rates) / sum(1.0 / r for r in rates)
 
 
+def measure(name: str, args) -> float:
+    """One run's env-steps/s (runs in its own process)."""
+    if name == "sb3":
+        return bench_sb3(args)
+    return {"mlp": lambda: bench_ours(args, "mlp"),
+            "dwc-random": lambda: bench_ours(args, "dwc", "random"),
+            "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable"),
+            "mlp-eager": lambda: bench_ours(args, "mlp", graphs=False),
+            "mlp-fp32": lambda: bench_ours(args, "mlp", precision="float32")}[name]()
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -146,16 +159,15 @@ def main() -> None:
     print(f"env={args.env}  learning_starts={args.learning_starts}  timed steps={context['timed_steps']} "
           f"(after {WARMUP} warm-up update steps)  dwc_width={args.dwc_width}", flush=True)
 
-    runners = {"sb3": lambda: bench_sb3(args), "mlp": lambda: bench_ours(args, "mlp"),
-               "dwc-random": lambda: bench_ours(args, "dwc", "random"),
-               "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable"),
-               "mlp-eager": lambda: bench_ours(args, "mlp", graphs=False),
-               "mlp-fp32": lambda: bench_ours(args, "mlp", precision="float32")}
     rounds = {name: [] for name in ALL if name in which}
+    spawn = multiprocessing.get_context("spawn")
     for r in range(args.rounds):
         for name in rounds:
             print(f"round {r + 1}/{args.rounds}: running {name} ...", flush=True)
-            rounds[name].append(runners[name]())
+            # a fresh process per run: nothing one run leaves behind (allocator settings, caches,
+            # threads) reaches the next
+            with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+                rounds[name].append(pool.submit(measure, name, args).result())
             print(f"  {name}: {rounds[name][-1]:.1f} env-steps/s", flush=True)
     sps = {name: statistics.median(v) for name, v in rounds.items()}
 

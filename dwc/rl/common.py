@@ -48,6 +48,22 @@ def resolve_precision(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory for reuse instead of returning it to the OS.
+
+    By default glibc serves blocks above a (dynamic, 128 KB - 32 MB) threshold with fresh mmaps and
+    trims the heap top: a training loop that allocates the same MB-sized tensors every step then
+    page-faults them in again each time (zeroed 4 KB pages), measured at ~20% of a DWC update on CPU.
+    The cost is a process that does not shrink back after its peak. No-op (False) off glibc."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30))
+
+
 def squashed_log_prob(actor, mean: torch.Tensor, log_std: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """log pi(a) for a = tanh(u) * scale + bias with u ~ N(mean, std), summed over action dims."""
     logp = -0.5 * ((u - mean) / log_std.exp()).square() - log_std - LOG_SQRT_2PI

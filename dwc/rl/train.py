@@ -8,7 +8,7 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError
 from ..models import build_actor
-from .common import actor_act_fn, evaluate, resolve_device, resolve_precision
+from .common import actor_act_fn, evaluate, keep_freed_memory, resolve_device, resolve_precision
 from .envs import check_env_id
 from .run import (CHECKPOINT, COMMANDS, RunDir, learning_curve_png, load_checkpoint, load_config, seed_everything,
                   write_json)
@@ -27,6 +27,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     precision = resolve_precision(cfg.precision, device)
     check_env_id(cfg.env).close()
     torch.set_num_threads(cfg.threads)
+    keep_freed_memory()
     seed_everything(cfg.seed)
     run = RunDir(out, cfg, resume=resume, progress=progress, command=command)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU thread(s)"
