@@ -8,7 +8,7 @@ a fresh process, one after another, on one --device (cpu by default; cuda for a 
 With --rounds R every run is repeated R times, the runs interleaved (round 1: all of them, then
 round 2, ...), and each one's median rate is reported: on a shared or virtual machine whose speed
 drifts by tens of percent within minutes, interleaving exposes every run to the same drift.
-Our runs use --precision auto (bf16 matmuls on CPUs with AMX; printed in the context line).
+Our runs use --precision auto unless told (bf16 matmuls on CPUs with AMX; printed in the context line).
 
   sb3            stable_baselines3.SAC("MlpPolicy"), net_arch [256, 256] for actor and critics,
                  batch 256, train_freq=1, gradient_steps=1; timed with a callback.
@@ -75,13 +75,13 @@ def bench_sb3(args) -> float:
     return (total - start) / (timer.t1 - timer.t0)
 
 
-def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True, precision: str = "auto") -> float:
+def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True, precision: str | None = None) -> float:
     from dwc.config import TrainConfig
     from dwc.rl.train import train
 
     cfg = TrainConfig(env=args.env, algo="sac", steps=args.learning_starts + args.measure_steps,
                       seed=1, threads=args.threads, checkpoint_every=10**9, eval_episodes=1,
-                      device=args.device, cuda_graphs=graphs, precision=precision)
+                      device=args.device, cuda_graphs=graphs, precision=precision or args.precision)
     cfg.actor.policy = policy
     if wiring:
         cfg.actor.wiring = wiring
@@ -134,6 +134,9 @@ def main() -> None:
     p.add_argument("--which", default=",".join(DEFAULT),
                    help=f"comma list among {','.join(ALL)} (default {','.join(DEFAULT)})")
     p.add_argument("--dwc-width", type=int, default=1024, help="DWC layer width (default 1024 = published)")
+    p.add_argument("--precision", default="auto", choices=("auto", "float32", "bfloat16"),
+                   help="our runs' --precision (default auto: bf16 on CPUs with AMX, else float32); "
+                        "mlp-fp32 is always float32")
     p.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of every run; medians are "
                                                           "reported (default 3)")
     p.add_argument("--json", type=Path, help="also write the results to this JSON file")
@@ -153,7 +156,7 @@ def main() -> None:
                "gpu": gpu, "env": args.env,
                "learning_starts": args.learning_starts, "measure_steps": args.measure_steps,
                "timed_steps": args.measure_steps - WARMUP, "dwc_width": args.dwc_width, "rounds": args.rounds,
-               "precision": str(resolve_precision("auto", torch.device(args.device))).removeprefix("torch.")}
+               "precision": str(resolve_precision(args.precision, torch.device(args.device))).removeprefix("torch.")}
     print("machine: " + ", ".join(f"{k}={context[k]}" for k in ("cpu", "gpu", "device", "torch", "threads", "precision")
                                   if context[k] is not None))
     print(f"env={args.env}  learning_starts={args.learning_starts}  timed steps={context['timed_steps']} "

@@ -4,7 +4,8 @@
 #      updates replayed as CUDA graphs equal eager ones; SAC and PPO train, resume and evaluate with
 #      --device cuda; CUDA-trained checkpoints compile to the IR;
 #   2. `dwc train` with the default --device auto picks the GPU;
-#   3. scripts/bench_train.py --device cuda: SB3 vs our MLP vs the DWC actor, side by side.
+#   3. scripts/bench_train.py --device cuda: SB3 vs our MLP vs the DWC actor, side by side, in float32
+#      (what --precision auto picks on a GPU) and with --precision bfloat16 (not yet measured on one).
 # Usage: scripts/gpu_check.sh OUT_DIR   (with dwc installed: pip install -e ".[test,bench]")
 # Logs and the benchmarks' JSON land in OUT_DIR; each step has its own time limit.
 set -uo pipefail
@@ -24,10 +25,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 step test-models 90 $py -m pytest -q -p no:cacheprovider -rs tests/test_models.py
 step test-train-cuda 200 $py -m pytest -q -p no:cacheprovider -rs tests/test_train.py -k cuda
-step bench-256 150 $py scripts/bench_train.py --device cuda --dwc-width 256 \
+step bench-256 150 $py scripts/bench_train.py --device cuda --dwc-width 256 --rounds 1 \
     --which sb3,mlp,mlp-eager,dwc-random,dwc-learnable --json "$out/bench_cuda_256.json"
-step bench-1024 150 $py scripts/bench_train.py --device cuda --dwc-width 1024 \
+step bench-1024 150 $py scripts/bench_train.py --device cuda --dwc-width 1024 --rounds 1 \
     --which mlp,dwc-random,dwc-learnable --json "$out/bench_cuda_1024.json"
+step bench-1024-bf16 150 $py scripts/bench_train.py --device cuda --dwc-width 1024 --rounds 1 --precision bfloat16 \
+    --which mlp,dwc-learnable --json "$out/bench_cuda_1024_bf16.json"
 step auto-device 60 $py -m dwc train --env InvertedPendulum-v5 --steps 400 --learning-starts 200 \
     --width 64 --lut-inputs 4 --thermo-bits 7 --eval-episodes 2 --no-progress --out "$out/auto-run"
 rm -rf "$out/auto-run"
