@@ -47,6 +47,8 @@ examples:
   dwc train --env InvertedPendulum-v5 --algo ppo --num-envs 8 --width 64 --lut-inputs 4 --out runs/ip-ppo
   # codesign for ECP5: native 4-input LUTs, at most 512 LUTs and 96 comparators after freezing:
   dwc train --env Hopper-v5 --target ecp5 --max-luts 512 --max-comparators 96 --out runs/hopper-ecp5
+  # or distil a trained policy into such a circuit (minutes instead of an RL run):
+  dwc train --algo distill --teacher policies/hopper-v5-dwc --target ecp5 --width 128 --steps 20000 --out runs/hopper-ecp5-distilled
 
 The run directory holds config.json, checkpoint.pt (atomic, every --checkpoint-every steps),
 metrics.jsonl, tb/ (TensorBoard: tensorboard --logdir RUN/tb) and eval.json at the end.
@@ -63,7 +65,9 @@ def _add_train(sub):
                         "the 16 Boolean functions, random wiring; --layers/--width/--thermo-bits apply), qmlp "
                         "(quantised MLP, power-of-two scales; --layers hidden layers of --hidden, --weight-bits, "
                         "--act-bits, --out-bits, --thermo-bits input thresholds), mlp (float baseline) (default dwc)")
-    p.add_argument("--algo", choices=["sac", "ppo"], help="algorithm (default sac)")
+    p.add_argument("--algo", choices=["sac", "ppo", "distill"],
+                   help="algorithm: sac, ppo, or distill (learn a trained --teacher's actions; see below) "
+                        "(default sac)")
     p.add_argument("--steps", type=int, help="total env steps (default 100000)")
     p.add_argument("--seed", type=int, help="seed; same seed + CPU = same run (default 1)")
     p.add_argument("--out", type=Path, required=True, help="run directory (must be new unless --resume)")
@@ -111,11 +115,21 @@ def _add_train(sub):
                                               "lookup tables); 0 = dense (default 0)")
     s = p.add_argument_group("SAC (defaults: the published protocol)")
     s.add_argument("--learning-starts", type=int, help="random-action steps before updates (default 5000)")
-    s.add_argument("--batch-size", type=int, help="minibatch (default 256)")
+    s.add_argument("--batch-size", type=int, help="minibatch, also of --algo distill (default 256)")
     s.add_argument("--buffer-size", type=int, help="replay capacity (default 1000000)")
     s.add_argument("--actor-lr", type=float, help="actor learning rate (default 3e-4)")
     g = p.add_argument_group("PPO")
     g.add_argument("--rollout-steps", type=int, help="steps per env per iteration (default 2048)")
+    d = p.add_argument_group("distillation (--algo distill): the student (this run's actor options) learns a trained "
+                             "policy's deterministic actions on the states it visits itself (DAgger); --steps counts "
+                             "the student's env steps, eval.json records the teacher's own")
+    d.add_argument("--teacher", help="run or policy folder whose actions are learned, e.g. policies/hopper-v5-dwc "
+                                     "(its env is the default --env)")
+    d.add_argument("--dagger-steps", type=int, help="env steps per iteration; the first iteration is rolled out "
+                                                    "by the teacher, the rest by the student (default 1000)")
+    d.add_argument("--updates-per-step", type=float, help="minibatch (--batch-size) gradient steps per collected "
+                                                          "env step (default 2.0)")
+    d.add_argument("--distill-lr", type=float, help="the student's learning rate (default 1e-3)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the final evaluation as JSON")
 

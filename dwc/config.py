@@ -45,9 +45,18 @@ class PPOConfig:
 
 
 @dataclass
+class DistillConfig:
+    """DAgger distillation from a trained policy (``--algo distill``, :mod:`dwc.rl.distill`)."""
+    teacher: str = ""  # run or policy folder whose deterministic actions are the labels
+    dagger_steps: int = 1000  # env steps per iteration (the first rolled out by the teacher)
+    updates_per_step: float = 2.0  # gradient steps (minibatches of --batch-size) per collected env step
+    distill_lr: float = 1e-3
+
+
+@dataclass
 class TrainConfig:
     env: str = "InvertedPendulum-v5"
-    algo: str = "sac"  # sac | ppo
+    algo: str = "sac"  # sac | ppo | distill
     steps: int = 100_000
     seed: int = 1
     device: str = "auto"
@@ -61,13 +70,14 @@ class TrainConfig:
     actor: ActorConfig = field(default_factory=ActorConfig)
     sac: SACConfig = field(default_factory=SACConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
-        nested = {"actor": ActorConfig, "sac": SACConfig, "ppo": PPOConfig}
+        nested = {"actor": ActorConfig, "sac": SACConfig, "ppo": PPOConfig, "distill": DistillConfig}
         kwargs = {}
         names = {f.name for f in dataclasses.fields(cls)}
         for k, v in d.items():
@@ -86,6 +96,7 @@ OPTIONS = {
                             "weight_bits", "act_bits", "out_bits", "fan_in", "max_luts", "max_comparators")},
     **{k: "sac" for k in ("learning_starts", "batch_size", "buffer_size", "actor_lr")},
     **{k: "ppo" for k in ("rollout_steps",)},
+    **{k: "distill" for k in ("teacher", "dagger_steps", "updates_per_step", "distill_lr")},
 }
 # LUT inputs of each FPGA family's logic cell
 NATIVE_LUT_INPUTS = {"ecp5": 4, "ice40": 4, "xc7": 6}
@@ -121,6 +132,12 @@ def config_from_options(options: dict, where: str = "option") -> TrainConfig:
                             f"(or drop --target to train another arity)")
         if cfg.actor.policy == "dwc":
             cfg.actor.lut_inputs = native
+    if cfg.algo == "distill" and cfg.distill.teacher:  # the student learns the teacher's task
+        from .rl.run import load_config
+        task = load_config(cfg.distill.teacher).env
+        if "env" in options and cfg.env != task:
+            raise UserError(f"--teacher {cfg.distill.teacher} was trained on {task}, not --env {cfg.env}")
+        cfg.env = task
     a = cfg.actor
     if a.max_luts and "width" not in options:  # the budget sizes the layers (those --last-width leaves)
         a.width = (max(1, (a.max_luts - a.last_width) // (a.layers - 1)) if a.last_width and a.layers > 1
@@ -136,7 +153,12 @@ def config_from_options(options: dict, where: str = "option") -> TrainConfig:
 def validate(cfg: TrainConfig) -> None:
     a = cfg.actor
     checks = [
-        (cfg.algo in ("sac", "ppo"), f"--algo must be sac or ppo, got {cfg.algo!r}"),
+        (cfg.algo in ("sac", "ppo", "distill"), f"--algo must be sac, ppo or distill, got {cfg.algo!r}"),
+        (cfg.algo != "distill" or bool(cfg.distill.teacher), "--algo distill needs --teacher RUN (a trained run "
+                                                            "or a policy folder, e.g. policies/hopper-v5-dwc)"),
+        (cfg.distill.dagger_steps >= 1, f"--dagger-steps must be >= 1, got {cfg.distill.dagger_steps}"),
+        (cfg.distill.updates_per_step > 0, f"--updates-per-step must be > 0, got {cfg.distill.updates_per_step}"),
+        (cfg.distill.distill_lr > 0, f"--distill-lr must be > 0, got {cfg.distill.distill_lr}"),
         (a.policy in ("dwc", "gates", "qmlp", "mlp"), f"--policy must be dwc, gates, qmlp or mlp, got {a.policy!r}"),
         (a.wiring in ("learnable", "random"), f"--wiring must be learnable or random, got {a.wiring!r}"),
         (cfg.steps >= 1, f"--steps must be >= 1, got {cfg.steps}"),

@@ -6,8 +6,10 @@ Every point is a `dwc sweep` run (so the benchmark is resumable and runs on a Ra
 yosys + nextpnr for --target with the deepest pipeline. Configs are named lutN[-lL]-wW[-cK]: N-input
 LUTs (4 = native on ECP5/iCE40, trained with --target), L layers where not 2 (reference runs), W LUTs
 per layer, at most K comparators.
---reference runs trained elsewhere (a long training, a shipped policy) go through the same
-compile/verify/synth and join the frontier (--no-sweep: only them).
+--reference runs trained elsewhere (a long training, a shipped policy, a circuit distilled from one
+with `dwc train --algo distill`) go through the same compile/verify/synth and join the frontier
+(--no-sweep: only them). A distilled circuit counts its teacher's training budget, with its own env
+steps shown apart (steps A+B), and is compared with its teacher when the teacher is a row too.
 
 Printed: one row per config with the median frozen return, LUTs (and on ECP5 LUT4 sites: LUT4s plus
 the two per carry cell), Fmax, latency; for LUT4 rows, ratios to a LUT6 circuit of the same task and
@@ -62,16 +64,23 @@ def reference_point(run: Path, out: Path, args) -> dict:
     """A run trained outside the sweep (e.g. a long training, or a shipped policy) through dwc build
     (compile, Verilator closed loop, synthesis for --target), named by its circuit and its folder."""
     from dwc.build import build
+    from dwc.rl.distill import teacher_summary
     from dwc.rl.run import load_config
-    a = load_config(run).actor
+    cfg = load_config(run)
+    a = cfg.actor
     s = build(out / "reference" / run.name, from_run=run, target=args.target, pipeline="max",
               episodes=args.episodes, freq=args.freq, progress=False, log=lambda *a: None)
-    return {"task": s["env"], "config": f"{config_name(a.lut_inputs, a.width, a.max_comparators, a.layers, a.last_width)} ({run.name})",
-            "arity": a.lut_inputs, "frozen": s["frozen_return"], "luts": s["synth"]["luts"],
-            "lut4_sites": s["synth"].get("lut4_sites"), "fmax_mhz": s["synth"]["fmax_mhz"],
-            "latency_cycles": s["latency_cycles"], "comparators": s["comparators"], "ir_luts": s["ir_luts"],
-            "train_steps": s["train_steps"], "seeds": 1, "reference": True,
-            "rtl_equals_frozen": s["rtl_equals_frozen"]}
+    row = {"task": s["env"], "config": f"{config_name(a.lut_inputs, a.width, a.max_comparators, a.layers, a.last_width)} ({run.name})",
+           "arity": a.lut_inputs, "frozen": s["frozen_return"], "luts": s["synth"]["luts"],
+           "lut4_sites": s["synth"].get("lut4_sites"), "fmax_mhz": s["synth"]["fmax_mhz"],
+           "latency_cycles": s["latency_cycles"], "comparators": s["comparators"], "ir_luts": s["ir_luts"],
+           "train_steps": s["train_steps"], "seeds": 1, "reference": True,
+           "rtl_equals_frozen": s["rtl_equals_frozen"]}
+    if cfg.algo == "distill":  # its RL budget is its teacher's; its own env steps are counted apart
+        teacher = teacher_summary(cfg.distill.teacher)
+        row.update(train_steps=teacher["train_steps"], distill_steps=s["train_steps"],
+                   distilled_from=Path(teacher["path"]).name)
+    return row
 
 
 def points(sweep_dir: Path) -> list[dict]:
@@ -94,7 +103,9 @@ def compare(rows: list[dict]) -> None:
         if r["arity"] != 4:
             continue
         peers = [x for x in rows if x["task"] == r["task"] and x["arity"] == 6 and x["train_steps"] == r["train_steps"]]
-        ref = next((x for x in peers if x["config"] == "lut6" + r["config"][len("lut4"):]), peers[0] if peers else None)
+        same = [x for x in peers if x["config"] == "lut6" + r["config"][len("lut4"):]
+                or (r.get("distilled_from") and x["config"].endswith(f"({r['distilled_from']})"))]  # its teacher
+        ref = same[0] if same else peers[0] if peers else None
         if ref is None:
             continue
         r["vs"] = ref["config"]
@@ -113,9 +124,10 @@ def compare(rows: list[dict]) -> None:
 
 def table(rows: list[dict]) -> str:
     num = lambda v, f="{:.0f}": "-" if v is None else f.format(v)
+    steps = lambda r: f"{r['train_steps']}" + (f"+{r['distill_steps']}" if r.get("distill_steps") else "")
     head = ["task", "config", "seeds", "steps", "frozen return", "LUTs", "LUT4 sites", "comparators", "Fmax MHz",
             "latency", "vs", "return x", "LUTs x", "sites x", "Pareto", "target"]
-    body = [[r["task"], r["config"], str(r["seeds"]), str(r["train_steps"]), f"{r['frozen']:.1f}", f"{r['luts']:.0f}",
+    body = [[r["task"], r["config"], str(r["seeds"]), steps(r), f"{r['frozen']:.1f}", f"{r['luts']:.0f}",
              num(r.get("lut4_sites")), "-" if r["comparators"] is None else f"{r['comparators']:.0f}",
              "-" if r["fmax_mhz"] is None else f"{r['fmax_mhz']:.1f}",
              "-" if r["latency_cycles"] is None else f"{r['latency_cycles']:.0f}",
@@ -125,7 +137,9 @@ def table(rows: list[dict]) -> str:
              {True: "MET", False: "no"}.get(r.get("meets_target"), "-")] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
+    notes = ["steps A+B: a distilled circuit (dwc train --algo distill): its teacher's A SAC steps, then B env "
+             "steps of its own (DAgger, no reward)"] if any(r.get("distill_steps") for r in rows) else []
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body] + notes)
 
 
 def plot(rows: list[dict], path: Path, target: str) -> None:

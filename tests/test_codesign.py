@@ -129,7 +129,7 @@ def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget(
     spec.loader.exec_module(bench)
     row = lambda config, arity, steps, frozen, luts, mhz=200.0: {
         "task": "Hopper-v5", "config": config, "arity": arity, "train_steps": steps, "frozen": frozen,
-        "luts": luts, "lut4_sites": 3 * luts, "fmax_mhz": mhz}
+        "luts": luts, "lut4_sites": 3 * luts, "fmax_mhz": mhz, "seeds": 1, "comparators": 100, "latency_cycles": 10}
     rows = [row("lut6-w256 (ref)", 6, 300, 3000.0, 2400), row("lut4-w128-c96 (long)", 4, 300, 2900.0, 700),
             row("lut4-w256 (long)", 4, 300, 2900.0, 1200), row("lut4-w128-c96 (slow)", 4, 300, 2900.0, 700, 140.0),
             row("lut6-w32", 6, 10, 500.0, 400), row("lut4-w32", 4, 10, 300.0, 100), row("lut4-w64", 4, 20, 9.0, 1),
@@ -148,3 +148,10 @@ def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget(
     assert bench.config_name(4, 128, 128) == "lut4-w128-c128" and bench.config_name(6, 256, 0) == "lut6-w256"
     assert bench.config_name(4, 128, 128, layers=3) == "lut4-l3-w128-c128"
     assert bench.config_name(4, 256, 128, last_width=129) == "lut4-w256-last129-c128"
+    # a distilled circuit is measured against its teacher (a row of the teacher's budget), not the first LUT6 row
+    rows = [row("lut6-w128 (other)", 6, 300, 2000.0, 1300), row("lut6-w256 (hopper-v5-dwc)", 6, 300, 3000.0, 2400),
+            dict(row("lut4-w128-c128 (student)", 4, 300, 2900.0, 700), distill_steps=20, distilled_from="hopper-v5-dwc")]
+    bench.compare(rows)
+    assert rows[2]["vs"] == "lut6-w256 (hopper-v5-dwc)" and rows[2]["return_ratio"] == pytest.approx(2900 / 3000)
+    text = bench.table(rows)
+    assert "300+20" in text and "distilled" in text

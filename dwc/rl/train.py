@@ -21,8 +21,8 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     """Train (or resume) into ``out``; finish with a deterministic evaluation written to eval.json
     (with ``frozen``, of the frozen integer circuit too). ``command`` (the CLI words) is recorded in
     RUN/commands.txt."""
-    if cfg.algo not in ("sac", "ppo"):
-        raise UserError(f"unknown --algo {cfg.algo!r} (choose sac or ppo)")
+    if cfg.algo not in ("sac", "ppo", "distill"):
+        raise UserError(f"unknown --algo {cfg.algo!r} (choose sac, ppo or distill)")
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     check_env_id(cfg.env).close()
@@ -37,9 +37,10 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
         if run.start_step >= cfg.steps:
             print(f"{out}: already at step {run.start_step} >= --steps {cfg.steps}; evaluating only")
         else:
+            from .distill import train_distill
             from .ppo import train_ppo
             from .sac import train_sac
-            (train_sac if cfg.algo == "sac" else train_ppo)(cfg, run, device)
+            {"sac": train_sac, "ppo": train_ppo, "distill": train_distill}[cfg.algo](cfg, run, device)
     finally:
         run.close()
     return evaluate_run(out, cfg.eval_episodes, device=str(device), progress=progress, frozen=frozen)
@@ -105,6 +106,12 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
     if stats := actor.circuit_stats():  # the trained circuit's size against its budgets
         result["circuit"] = dict(stats, max_luts=cfg.actor.max_luts or None,
                                  max_comparators=cfg.actor.max_comparators or None, target=cfg.target or None)
+    if cfg.algo == "distill":  # a distilled run's budget also counts its teacher's training
+        from .distill import teacher_summary
+        try:
+            result["teacher"] = teacher_summary(cfg.distill.teacher)
+        except UserError:
+            result["teacher"] = {"path": cfg.distill.teacher, "missing": True}
     if frozen:
         result["frozen"] = evaluate(lambda obs: circuit.act(obs)[0], cfg.env, episodes, seed, progress=progress)
     if write:  # benchmarks read shipped policies without touching their recorded evaluation

@@ -1,0 +1,144 @@
+"""Distillation (DAgger): train a circuit to act like an already trained policy.
+
+The codesign use: a large policy (the published-size DWC, a float MLP) is trained once with SAC;
+a circuit sized for a target FPGA's budgets then learns to reproduce its deterministic actions,
+which takes supervised gradient steps on a few thousand states instead of another RL run.
+
+- The teacher is any run or policy folder (``--teacher``); its deterministic action labels every
+  state the student sees.
+- Iteration 0 rolls out the teacher; every later iteration rolls out the student itself, labelled
+  by the teacher (DAgger, Ross et al. 2011), so the dataset covers the states the student visits
+  (trained on the teacher's states alone, a student's small errors take it where it was never shown
+  what to do).
+- Loss: mean squared error between the student's and the teacher's actions, in units of the
+  action range. No reward is used for learning; the episodes' returns are logged as in SAC.
+- The student's observation normaliser is the teacher's, frozen: the teacher's statistics describe
+  the states the policy meets, and a fixed normaliser is what the circuit's comparators fold in.
+- Budgets (``--max-comparators``) follow the same schedule over the run's steps as in SAC.
+
+Training budget: ``--steps`` counts the student's env steps. The teacher's own training steps are
+recorded (``eval.json``: ``teacher.train_steps``) so that comparisons can count both.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..config import TrainConfig
+from ..errors import UserError, interrupts_held
+from ..models import build_actor
+from .common import EpisodeTracker, RateMeter, resolve_precision
+from .envs import make_vector_env
+from .run import RunDir, set_rng_state
+
+
+def load_teacher(path: str, device: torch.device):
+    """The teacher's actor (eval mode, normaliser frozen), its config and training steps."""
+    from .train import load_actor  # train imports this module's caller, not the other way round
+    if not path:
+        raise UserError("--algo distill needs --teacher RUN (a trained run or a policy folder)")
+    actor, cfg, step = load_actor(Path(path), str(device))
+    return actor, cfg, step
+
+
+def teacher_summary(path: str) -> dict:
+    """What eval.json records of a distilled run's teacher (its folder, env, policy, steps)."""
+    from .run import load_checkpoint, load_config
+    cfg = load_config(Path(path))
+    step = int(load_checkpoint(Path(path) / "checkpoint.pt")["step"])
+    return {"path": str(path), "env": cfg.env, "policy": cfg.actor.policy, "algo": cfg.algo, "train_steps": step}
+
+
+def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
+    dc = cfg.distill
+    teacher, tcfg, _ = load_teacher(dc.teacher, device)
+    if tcfg.env != cfg.env:
+        raise UserError(f"--teacher {dc.teacher} was trained on {tcfg.env}, not {cfg.env}")
+    envs = make_vector_env(cfg.env, cfg.num_envs)
+    act_space = envs.single_action_space
+    obs_dim, act_dim = envs.single_observation_space.shape[0], act_space.shape[0]
+    student = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
+    student.set_precision(resolve_precision(cfg.precision, device))
+    student.normalizer.load_state_dict(teacher.normalizer.state_dict())  # frozen with the teacher's
+    opt = torch.optim.Adam(student.parameters(), lr=dc.distill_lr, fused=True)
+    data_obs = np.zeros((cfg.steps, obs_dim), dtype=np.float32)  # every visited state ...
+    data_act = np.zeros((cfg.steps, act_dim), dtype=np.float32)  # ... and the teacher's action there
+    counters = {"iterations": 0}
+    rng = np.random.default_rng(cfg.seed)
+    step = run.start_step
+    if run.resume_state:
+        s = run.resume_state
+        student.load_state_dict(s["actor"])
+        opt.load_state_dict(s["opt"])
+        n = min(len(s["data_obs"]), cfg.steps)  # --steps may have been raised on resume
+        data_obs[:n], data_act[:n] = s["data_obs"][:n], s["data_act"][:n]
+        counters = s["counters"]
+        rng.bit_generator.state = s["sampler"]
+        set_rng_state(s["rng"])
+
+    def checkpoint():
+        run.save_checkpoint({"step": step, "actor": student.state_dict(), "opt": opt.state_dict(),
+                             "data_obs": data_obs[:step].copy(), "data_act": data_act[:step].copy(),
+                             "counters": counters, "sampler": rng.bit_generator.state,
+                             "obs_dim": obs_dim, "act_dim": act_dim})
+
+    def as_t(x):
+        return torch.as_tensor(x, dtype=torch.float32, device=device)
+
+    scale = student.action_scale
+    obs, _ = envs.reset(seed=cfg.seed + step)
+    episodes = EpisodeTracker(cfg.num_envs)
+    bar = run.start_progress(cfg.steps)
+    last_ckpt, meter, loss = step, RateMeter(step), float("nan")
+    try:
+        while step < cfg.steps:
+            # an iteration's progress is in the counters, so a checkpoint taken inside it resumes exactly
+            start = counters.setdefault("rollout_start", step)
+            end = min(start + dc.dagger_steps, cfg.steps)
+            actor = teacher if counters["iterations"] == 0 else student
+            # 1. roll out (the teacher first, then the student), every state labelled by the teacher
+            while step < end:
+                o = as_t(obs)
+                label = teacher.act(o)
+                action = label if actor is teacher else student.act(o)
+                next_obs, rewards, terms, truncs, _ = envs.step(action.cpu().numpy())
+                k = min(cfg.num_envs, end - step)
+                with interrupts_held():  # data and step counter change together
+                    data_obs[step:step + k], data_act[step:step + k] = obs[:k], label[:k].cpu().numpy()
+                    step += k
+                episodes.step(run, step, rewards, terms | truncs)
+                bar.update(k)
+                obs = next_obs
+            # 2. regress the student's actions onto the teacher's, on minibatches of all data so far
+            updates = max(1, round(dc.updates_per_step * (end - start)))
+            for u in range(counters.get("updates_done", 0), updates):
+                with interrupts_held():  # a checkpoint never sees a half-applied optimiser step
+                    idx = rng.integers(0, step, cfg.sac.batch_size)
+                    mean, _ = student.dist_params(as_t(data_obs[idx]))
+                    err = ((student.squash(mean) - as_t(data_act[idx])) / scale).square().mean()
+                    opt.zero_grad(set_to_none=True)
+                    err.backward()
+                    opt.step()
+                    student.constrain_()
+                    student.apply_budget_((start + (end - start) * (u + 1) / updates) / cfg.steps)
+                    counters["updates_done"] = u + 1
+                    loss = err.item() if u == updates - 1 else loss
+            counters["iterations"] += 1
+            counters.pop("rollout_start"), counters.pop("updates_done", None)
+            sps = meter.rate(step)
+            run.log(step, **{"losses/distill": loss, "charts/SPS": sps, "distill/updates": updates},
+                    **{f"circuit/{k}": v for k, v in student.circuit_stats().items()})
+            bar.set_postfix(**episodes.postfix(sps), loss=f"{loss:.4f}")
+            if step - last_ckpt >= cfg.checkpoint_every:
+                checkpoint()
+                last_ckpt = step
+        student.apply_budget_(1.0)
+        checkpoint()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep everything up to this step
+        checkpoint()
+        raise
+    finally:
+        envs.close()
+    return student

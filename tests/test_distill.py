@@ -1,0 +1,81 @@
+"""Distillation (--algo distill): a small circuit learns a shipped policy's actions on real MuJoCo
+episodes, checkpoints and resumes like SAC, records its teacher, and refuses bad input in one line."""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dwc.cli import main
+
+TEACHER = str(Path(__file__).resolve().parents[1] / "policies" / "inverted-pendulum-v5-dwc")
+STUDENT = ["--width", "48", "--lut-inputs", "4", "--thermo-bits", "15"]
+
+
+def distill_args(out, steps, extra=()):
+    return ["train", "--algo", "distill", "--teacher", TEACHER, "--steps", str(steps), "--out", str(out),
+            "--dagger-steps", "250", "--checkpoint-every", "250", "--eval-episodes", "3", "--no-progress",
+            *STUDENT, *extra]
+
+
+@pytest.mark.slow
+@pytest.mark.ci  # ~1 minute
+def test_a_small_student_learns_the_teachers_balance(tmp_path):
+    """A 2 x 48 LUT4 circuit with at most 16 comparators, distilled from the shipped 2 x 256 LUT6
+    InvertedPendulum DWC on 2,000 of its own env steps, balances the pole as the teacher does,
+    float and frozen; the run records its teacher and meets its budget."""
+    run = tmp_path / "student"
+    assert main(distill_args(run, 2000, ["--max-comparators", "16", "--eval-episodes", "5"])) == 0
+    assert main(["eval", str(run), "--episodes", "5", "--frozen", "--no-progress"]) == 0
+    ev = json.loads((run / "eval.json").read_text())
+    assert ev["env"] == "InvertedPendulum-v5" and ev["algo"] == "distill"  # the teacher's env by default
+    assert ev["mean_return"] >= 900 and ev["frozen"]["mean_return"] >= 900, ev
+    assert ev["teacher"]["path"] == TEACHER and ev["teacher"]["train_steps"] == 15000
+    assert ev["circuit"]["comparators"] <= 16
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=False)
+    teacher = torch.load(Path(TEACHER) / "checkpoint.pt", weights_only=False)
+    for k in ("mean", "var"):  # the teacher's normaliser, frozen
+        assert torch.equal(ckpt["actor"][f"normalizer.{k}"], teacher["actor"][f"normalizer.{k}"])
+    assert len(ckpt["data_obs"]) == 2000
+
+
+def test_distillation_checkpoints_and_resumes(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "dwc"] + distill_args(run, 100000),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and not (run / "checkpoint.pt").exists():
+        time.sleep(0.2)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=False)
+    stopped = ckpt["step"]
+    assert stopped >= 250 and len(ckpt["data_obs"]) == stopped  # every visited state kept, with its label
+    assert main(["train", "--out", str(run), "--resume", "--steps", str(stopped + 500), "--no-progress"]) == 0
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert ckpt["step"] == stopped + 500 and len(ckpt["data_act"]) == stopped + 500
+    assert "updates_done" not in ckpt["counters"]  # the resumed run finished its iteration
+    steps = [json.loads(l)["step"] for l in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps)
+    assert json.loads((run / "eval.json").read_text())["train_steps"] == stopped + 500
+
+
+def _one_line_error(args, needle):
+    res = subprocess.run([sys.executable, "-m", "dwc", *args], capture_output=True, text=True, timeout=120)
+    lines = [l for l in res.stderr.strip().splitlines() if l.strip()]
+    assert res.returncode != 0 and len(lines) == 1 and needle in lines[0], res.stderr
+
+
+def test_distillation_errors(tmp_path):
+    _one_line_error(["train", "--algo", "distill", "--out", str(tmp_path / "a")], "--teacher")
+    _one_line_error(["train", "--algo", "distill", "--teacher", str(tmp_path / "nothing"), "--out", str(tmp_path / "b")],
+                    "not a dwc run")
+    _one_line_error(["train", "--algo", "distill", "--teacher", TEACHER, "--env", "Hopper-v5",
+                     "--out", str(tmp_path / "c")], "InvertedPendulum-v5")
+    _one_line_error(distill_args(tmp_path / "d", 100, ["--updates-per-step", "0"]), "--updates-per-step")
