@@ -129,7 +129,7 @@ def _add_train(sub):
                                                     "by the teacher, the rest by the student (default 1000)")
     d.add_argument("--updates-per-step", type=float, help="minibatch (--batch-size) gradient steps per collected "
                                                           "env step (default 2.0)")
-    d.add_argument("--distill-lr", type=float, help="the student's learning rate (default 1e-3)")
+    d.add_argument("--distill-lr", type=float, help="the student's learning rate (default 1e-2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the final evaluation as JSON")
 

@@ -50,7 +50,7 @@ class DistillConfig:
     teacher: str = ""  # run or policy folder whose deterministic actions are the labels
     dagger_steps: int = 1000  # env steps per iteration (the first rolled out by the teacher)
     updates_per_step: float = 2.0  # gradient steps (minibatches of --batch-size) per collected env step
-    distill_lr: float = 1e-3
+    distill_lr: float = 1e-2
 
 
 @dataclass

@@ -11,7 +11,8 @@ which takes supervised gradient steps on a few thousand states instead of anothe
   (trained on the teacher's states alone, a student's small errors take it where it was never shown
   what to do).
 - Loss: mean squared error between the student's and the teacher's actions, in units of the
-  action range. No reward is used for learning; the episodes' returns are logged as in SAC.
+  action range, minimised by Adam with a rate annealed linearly to 1/1000 of ``--distill-lr``.
+  No reward is used for learning; the episodes' returns are logged as in SAC.
 - The student's observation normaliser is the teacher's, frozen: the teacher's statistics describe
   the states the policy meets, and a fixed normaliser is what the circuit's comparators fold in.
 - Budgets (``--max-comparators``) follow the same schedule over the run's steps as in SAC.
@@ -114,7 +115,11 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
             # 2. regress the student's actions onto the teacher's, on minibatches of all data so far
             updates = max(1, round(dc.updates_per_step * (end - start)))
             for u in range(counters.get("updates_done", 0), updates):
+                progress = (start + (end - start) * (u + 1) / updates) / cfg.steps
                 with interrupts_held():  # a checkpoint never sees a half-applied optimiser step
+                    # the rate anneals linearly to zero: the last iteration settles the circuit instead
+                    # of leaving it wherever a full-size last step put it
+                    opt.param_groups[0]["lr"] = dc.distill_lr * (1.0 - progress) + 1e-3 * dc.distill_lr * progress
                     idx = rng.integers(0, step, cfg.sac.batch_size)
                     mean, _ = student.dist_params(as_t(data_obs[idx]))
                     err = ((student.squash(mean) - as_t(data_act[idx])) / scale).square().mean()
@@ -122,7 +127,7 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
                     err.backward()
                     opt.step()
                     student.constrain_()
-                    student.apply_budget_((start + (end - start) * (u + 1) / updates) / cfg.steps)
+                    student.apply_budget_(progress)
                     counters["updates_done"] = u + 1
                     loss = err.item() if u == updates - 1 else loss
             counters["iterations"] += 1
