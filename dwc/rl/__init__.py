@@ -1,1 +1,1 @@
-"""Reinforcement learning: SAC and PPO loops, replay, run directories, evaluation."""
+"""Reinforcement learning: SAC and PPO loops, DAgger distillation, replay, run directories, evaluation."""

@@ -33,15 +33,7 @@ from ..models import build_actor
 from .common import EpisodeTracker, RateMeter, resolve_precision
 from .envs import make_vector_env
 from .run import RunDir, set_rng_state
-
-
-def load_teacher(path: str, device: torch.device):
-    """The teacher's actor (eval mode, normaliser frozen), its config and training steps."""
-    from .train import load_actor  # train imports this module's caller, not the other way round
-    if not path:
-        raise UserError("--algo distill needs --teacher RUN (a trained run or a policy folder)")
-    actor, cfg, step = load_actor(Path(path), str(device))
-    return actor, cfg, step
+from .train import load_actor
 
 
 def teacher_summary(path: str) -> dict:
@@ -54,7 +46,7 @@ def teacher_summary(path: str) -> dict:
 
 def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
     dc = cfg.distill
-    teacher, tcfg, _ = load_teacher(dc.teacher, device)
+    teacher, tcfg, _ = load_actor(Path(dc.teacher), str(device))  # eval mode, normaliser frozen
     if tcfg.env != cfg.env:
         raise UserError(f"--teacher {dc.teacher} was trained on {tcfg.env}, not {cfg.env}")
     envs = make_vector_env(cfg.env, cfg.num_envs)
