@@ -13,7 +13,7 @@ dwc: train logic-circuit controllers (Differentiable Weightless Controllers) on 
 compile them to circuits.
 
 stages:
-  train   train a policy (DWC or float MLP) with SAC or PPO; resumable
+  train   train a policy (DWC or float MLP) with SAC or PPO, or distil a trained one into a circuit; resumable
   eval    deterministic evaluation of a trained run, writes RUN/eval.json
   export  copy a trained policy's essentials (a few MB) into a folder, e.g. policies/
   compile freeze a trained DWC into the integer LUT-graph IR (BUILD/graph.json) and emit Verilog
@@ -47,7 +47,8 @@ examples:
   dwc train --env InvertedPendulum-v5 --algo ppo --num-envs 8 --width 64 --lut-inputs 4 --out runs/ip-ppo
   # codesign for ECP5: native 4-input LUTs, at most 512 LUTs and 96 comparators after freezing:
   dwc train --env Hopper-v5 --target ecp5 --max-luts 512 --max-comparators 96 --out runs/hopper-ecp5
-  # or distil a trained policy into such a circuit (minutes instead of an RL run):
+  # or distil a trained policy into such a circuit (minutes, not an RL run; how close it gets
+  # depends on what the small circuit can represent, see the README):
   dwc train --algo distill --teacher policies/hopper-v5-dwc --target ecp5 --width 128 --steps 20000 --out runs/hopper-ecp5-distilled
 
 The run directory holds config.json, checkpoint.pt (atomic, every --checkpoint-every steps),
