@@ -1,6 +1,12 @@
-"""Shipped policies still load and reproduce their recorded evaluation exactly (real rollouts)."""
+"""Shipped policies still load and reproduce their recorded evaluation exactly (real rollouts), on
+any CPU: the evaluation arithmetic does not depend on which vector kernels the machine picks."""
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import numpy as np
 
 import pytest
 
@@ -34,3 +40,34 @@ def test_dwc_policies_lists_them_with_their_returns(capsys):
         recorded = json.loads((p / "eval.json").read_text())
         assert rows[p.name]["mean_return"] == recorded["mean_return"]
         assert rows[p.name]["env"] == recorded["env"]
+
+
+# Computes a policy's deterministic actions on fixed observations and its frozen circuit's action
+# tables, and saves them; run once in this process and once with other kernels forced.
+_ACTIONS = """
+import sys, numpy as np, torch
+from pathlib import Path
+from dwc.rl.train import load_actor
+from dwc.compile import freeze_run
+actor, cfg, _ = load_actor(sys.argv[1])
+obs = np.random.default_rng(0).standard_normal((3000, actor.normalizer.mean.numel())) * 3
+act = actor.act(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+tables = np.array(freeze_run(Path(sys.argv[1])).action_tables) if cfg.actor.policy == "dwc" else np.zeros(0)
+np.savez(sys.argv[2], act=act, tables=tables)
+"""
+# AVX2-less MKL and scalar ATen kernels: float32 tanh, exp and matrix products give other last bits
+# there than with AVX-512 or AVX2, as they do between Intel and AMD machines.
+OTHER_KERNELS = {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ATEN_CPU_CAPABILITY": "default"}
+
+
+@pytest.mark.parametrize("name", ["hopper-v5-mlp", "hopper-v5-dwc-ecp5"])
+def test_actions_do_not_depend_on_the_cpus_kernels(name, tmp_path):
+    policy = Path(__file__).parent.parent / "policies" / name
+    runs = {}
+    for label, extra in (("native", {}), ("other", OTHER_KERNELS)):
+        out = tmp_path / f"{label}.npz"
+        subprocess.run([sys.executable, "-c", _ACTIONS, str(policy), str(out)], check=True,
+                       env={**os.environ, **extra})
+        runs[label] = np.load(out)
+    for key in ("act", "tables"):
+        assert np.array_equal(runs["native"][key], runs["other"][key]), key

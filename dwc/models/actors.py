@@ -70,6 +70,13 @@ def layer_shape(layers: int, width: int, last_width: int = 0) -> str:
     return f"{layers} x {width}" if len(set(widths)) == 1 else " + ".join(map(str, widths))
 
 
+def exact_tanh(u: torch.Tensor) -> torch.Tensor:
+    """tanh in float64, rounded back: the same bits on every CPU. torch's float32 tanh and exp go
+    through MKL's vector math, whose AVX-512 and AVX2 kernels differ in the last bit, and Hopper
+    turns one bit of one action into a different episode (and a table entry of a different circuit)."""
+    return torch.tanh(u.double()).to(u.dtype)
+
+
 class _Actor(nn.Module):
     def __init__(self, obs_dim: int, action_low, action_high):
         super().__init__()
@@ -83,7 +90,7 @@ class _Actor(nn.Module):
         raise NotImplementedError
 
     def squash(self, u: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(u) * self.action_scale + self.action_bias
+        return exact_tanh(u) * self.action_scale + self.action_bias
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> torch.Tensor:
@@ -144,6 +151,19 @@ class MLPActor(_Actor):
                        nn.functional.linear(h.to(dt), hidden.weight.to(dt), hidden.bias.to(dt))).float()
         return self.mean(h), self._bound_log_std(self.log_std(h))
 
+    @torch.no_grad()
+    def act(self, obs):
+        """In float64, rounded to float32 at the end: float32 matrix products sum in an order that
+        depends on the CPU's BLAS kernel (AVX-512 or AVX2, Intel or AMD), and one bit of difference
+        grows into a different Hopper episode; in float64 the final rounding hides it, so an
+        evaluation gives the same returns on every machine."""
+        layers = [self.trunk[0], self.trunk[2], self.mean]
+        h = self.normalizer(obs.double())
+        for i, layer in enumerate(layers):
+            h = nn.functional.linear(h, layer.weight.double(), layer.bias.double())
+            h = torch.relu(h) if i < len(layers) - 1 else h
+        return self.squash(h.float())
+
 
 class GroupSum(nn.Module):
     """Popcount of each action's block of bits, scaled to [eps, 1-eps], then a learnable affine.
@@ -165,7 +185,8 @@ class GroupSum(nn.Module):
 
     def forward(self, bits: torch.Tensor) -> torch.Tensor:
         x = self.eps + (1.0 - 2.0 * self.eps) * self.popcount(bits) / self.group
-        return torch.exp(self.log_alpha) * (x - 0.5) + self.beta
+        alpha = torch.exp(self.log_alpha.double()).float()  # same bits on every CPU (see exact_tanh)
+        return alpha * (x - 0.5) + self.beta
 
 
 class DWCActor(_Actor):
