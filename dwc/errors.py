@@ -30,8 +30,12 @@ def interrupts_held():
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    for s in dict.fromkeys(held):
-        signal.raise_signal(s)  # now to the handler it was meant for (KeyboardInterrupt, exit or ignore)
+    for s in dict.fromkeys(held):  # now to the handler it was meant for (KeyboardInterrupt, exit or ignore)
+        h = old[s]
+        if callable(h):  # called directly, not re-raised: a Ray worker blocks SIGINT at the OS, and its
+            h(s, None)   # cancel (interrupt_main) would be lost in the pending signal mask
+        elif h == signal.SIG_DFL:
+            signal.raise_signal(s)
 
 
 class UserError(Exception):

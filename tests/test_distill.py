@@ -13,7 +13,7 @@ import torch
 from dwc.cli import main
 
 TEACHER = str(Path(__file__).resolve().parents[1] / "policies" / "inverted-pendulum-v5-dwc")
-STUDENT = ["--width", "48", "--lut-inputs", "4", "--thermo-bits", "15"]
+STUDENT = ["--width", "48", "--lut-inputs", "4", "--thermo-bits", "31"]
 
 
 def distill_args(out, steps, extra=()):
@@ -25,9 +25,11 @@ def distill_args(out, steps, extra=()):
 @pytest.mark.slow
 @pytest.mark.ci  # ~1 minute
 def test_a_small_student_learns_the_teachers_balance(tmp_path):
-    """A 2 x 48 LUT4 circuit (9x fewer LUTs, a quarter of the thresholds, LUTs of 16 entries instead
-    of 64), distilled from the shipped 2 x 256 LUT6 InvertedPendulum DWC on 3,000 of its own env
-    steps, balances the pole as the teacher does, float and frozen (seeds 1-3 all did: 1000.0)."""
+    """A 2 x 48 LUT4 circuit (9x fewer LUTs, LUTs of 16 entries instead of 64, the teacher's 31
+    thresholds), distilled from the shipped 2 x 256 LUT6 InvertedPendulum DWC on 3,000 of its own
+    env steps, balances the pole as the teacher does, float and frozen (seeds 1-3 all did: 1000.0).
+    With 15 thresholds it sat on an edge: 1000.0 on seeds 1-3, then 601-663 after a last-bit change
+    of the head's exp (the float64 evaluation arithmetic); 5,000 steps did not make it reliable."""
     run = tmp_path / "student"
     assert main(distill_args(run, 3000, ["--eval-episodes", "10"])) == 0
     assert main(["eval", str(run), "--episodes", "10", "--frozen", "--no-progress"]) == 0

@@ -306,26 +306,37 @@ def test_an_interrupt_inside_a_held_block_arrives_when_the_block_ends():
             signal.signal(s, h)
 
 
-def test_freed_memory_is_kept_so_per_step_tensors_do_not_page_fault():
-    """After keep_freed_memory, a loop that allocates and frees the same 4 MB tensor (as every
-    training step does) stops taking page faults; without it, glibc maps and faults it in anew."""
+def test_freed_memory_is_kept_so_sac_updates_do_not_page_fault():
+    """After keep_freed_memory, SAC updates of a DWC stop taking page faults; without it glibc hands
+    the MB-sized per-update tensors back to the OS and faults them in anew (measured here: ~26 vs
+    ~3,500 faults per update of a 2 x 256 LUT6 DWC, ~14,000 at 2 x 1024). A loop over one tensor
+    size does not show it: glibc's adaptive thresholds settle on a single size."""
     code = """
 import resource, sys, torch
 from dwc.rl.common import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
+torch.set_num_threads(1)
+from dwc.config import SACConfig
+from dwc.models.actors import ActorConfig, build_actor
+from dwc.rl.sac import SACLearner
+actor = build_actor(ActorConfig(policy="dwc", width=256), 11, 3, [-1] * 3, [1] * 3)
+sac = SACLearner(actor, 11, 3, SACConfig(), torch.device("cpu"))
+def update(i, b=256):
+    sac.update(torch.randn(b, 11), torch.randn(b, 11), torch.rand(b, 3) * 2 - 1, torch.randn(b), torch.zeros(b),
+               torch.randn(b, 3), torch.randn(2, b, 3) if i % 2 == 0 else None)
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(3):
-    torch.ones(1 << 20)
+for i in range(10):
+    update(i)
 before = faults()
-for _ in range(50):
-    torch.ones(1 << 20)  # 4 MB, written: every fresh mapping faults its pages in
-print(faults() - before)
+for i in range(10):
+    update(i)
+print((faults() - before) / 10)
 """
     counts = {}
     for mode in ("keep", "default"):
-        res = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=120)
+        res = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
-        counts[mode] = int(res.stdout.split()[-1])
-    assert counts["keep"] < 100 < counts["default"], counts
+        counts[mode] = float(res.stdout.split()[-1])
+    assert counts["keep"] < 200 and counts["default"] > 5 * counts["keep"] + 500, counts
