@@ -170,8 +170,8 @@ configs: {{dwc: {{policy: dwc}}}}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         done = lambda d: (d / "result.json").exists() and json.loads((d / "result.json").read_text())["train_steps"] == steps
-        # every run into its second leg first: a stop that reaches a worker still starting up is not
-        # seen by dwc train, and that run (600 steps, seconds) completes before the driver gives up on it
+        # every run into its second leg first, so the stop lands in the training loops of the
+        # unfinished ones (what this part tests), not in a worker that has not started yet
         resumed = lambda d: "# from step 1400" in (d / "run/commands.txt").read_text()
         _wait_for(lambda: any(done(d) for d in runs.values()) and all(resumed(d) for d in runs.values()), 300,
                   "a finished run, the others training")
