@@ -306,6 +306,23 @@ def test_an_interrupt_inside_a_held_block_arrives_when_the_block_ends():
             signal.signal(s, h)
 
 
+def test_a_held_interrupt_arrives_where_the_os_blocks_sigint():
+    """Ray's cancel (a sweep being stopped) interrupts a worker with interrupt_main while the worker
+    blocks SIGINT at the OS: the held interrupt must reach its handler without a real signal."""
+    import _thread
+    from dwc.errors import interrupts_held
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts_held():
+                _thread.interrupt_main()
+                time.sleep(0.05)  # Python runs the (holding) handler here
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        signal.signal(signal.SIGINT, before)
+
+
 def test_freed_memory_is_kept_so_sac_updates_do_not_page_fault():
     """After keep_freed_memory, SAC updates of a DWC stop taking page faults; without it glibc hands
     the MB-sized per-update tensors back to the OS and faults them in anew (measured here: ~26 vs
