@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 import pytest
 
 from dwc.rl.common import actor_act_fn, evaluate
