@@ -123,13 +123,18 @@ def test_efd_with_beta_zero_is_plain_finite_difference():
             assert surface[a, k].item() == pytest.approx(fd.item(), abs=1e-6)
 
 
-def test_learnable_wiring_gradients():
+@pytest.mark.parametrize("sources,luts,n,spread", [(30, 8, 3, 1.0), (300, 64, 4, 1.0), (300, 64, 4, 30.0)])
+def test_learnable_wiring_gradients(sources, luts, n, spread):
+    """300 sources take the blocked CPU search (18 blocks and a short one), at init and with the
+    scores spread apart as training does."""
     torch.manual_seed(1)
-    layer = LUTLayer(30, 8, n=3, wiring="learnable", sparse_softmax=True)
-    dense = LUTLayer(30, 8, n=3, wiring="learnable", sparse_softmax=False)
+    layer = LUTLayer(sources, luts, n=n, wiring="learnable", sparse_softmax=True)
+    dense = LUTLayer(sources, luts, n=n, wiring="learnable", sparse_softmax=False)
+    with torch.no_grad():
+        layer.wiring_weights.mul_(spread)
     dense.load_state_dict(layer.state_dict())
-    x = (torch.rand(10, 30) > 0.5).float()
-    g_out = torch.randn(10, 8)
+    x = (torch.rand(10, sources) > 0.5).float()
+    g_out = torch.randn(10, luts)
     xs = [x.clone().requires_grad_(True) for _ in range(2)]
     layer(xs[0]).backward(g_out)
     dense(xs[1]).backward(g_out)
@@ -137,6 +142,7 @@ def test_learnable_wiring_gradients():
     assert layer.wiring_weights.grad is not None and layer.wiring_weights.grad.abs().sum() > 0
     assert torch.allclose(layer.wiring_weights.grad, dense.wiring_weights.grad, atol=1e-5)
     # The sparse softmax equals the dense softmax product to float precision at tau = 1e-3.
+    assert layer.soft_wiring().layout == torch.sparse_csr
     assert xs[0].grad.abs().sum() > 0
     assert torch.allclose(xs[0].grad, xs[1].grad, atol=1e-4, rtol=1e-3)
 
@@ -319,6 +325,37 @@ def test_column_max_equals_torch_max_with_first_index(rows, cols):
     assert torch.equal(column_max(onehot)[1], pick)
     tied = torch.zeros(rows, cols)  # all equal: the first row, as torch.argmax
     assert torch.equal(column_max(tied)[1], torch.zeros(cols, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("rows,cols", [(200, 37), (1000, 64), (64, 5), (1024, 300)])
+def test_near_max_finds_exactly_the_entries_within_the_margin(rows, cols):
+    """The blocked CPU search returns the same entries as a full scan: at init (many per column),
+    with quantised ties, with -inf (masked) sources, and at a zero margin (the maxima only)."""
+    from dwc.models.lut import column_max, near_max
+    torch.manual_seed(1)
+    for w in (torch.rand(rows, cols), (torch.rand(rows, cols) * 8).floor(), torch.rand(rows, cols)):
+        w[1::4] = float("-inf") if w.max() < 1 else w[1::4]
+        top = column_max(w)[0]
+        for margin in (0.0, 0.0162, 0.5):
+            src, slot = near_max(w, top, margin)
+            full = torch.nonzero(w >= top - margin, as_tuple=True)
+            assert torch.equal((src * cols + slot).sort().values, full[0] * cols + full[1]), margin
+
+
+@pytest.mark.parametrize("n", [2, 6, 8])
+@pytest.mark.parametrize("wiring", ["learnable", "random"])
+def test_inference_forward_on_bytes_equals_the_training_forward(n, wiring):
+    """Without autograd the circuit runs on uint8 bits: the same output bits and actions."""
+    cfg = ActorConfig(width=96, lut_inputs=n, wiring=wiring, thermo_bits=15)
+    actor = build_actor(cfg, 5, 3, -np.ones(3), np.ones(3))
+    obs = torch.randn(300, 5) * 2
+    train_bits = actor.circuit_bits(actor.normalizer(obs))
+    with torch.no_grad():
+        fast_bits = actor.circuit_bits(actor.normalizer(obs))
+        fast_mean = actor.dist_params(obs)[0]
+    assert train_bits.requires_grad and fast_bits.dtype == train_bits.dtype
+    assert torch.equal(fast_bits, train_bits.detach())
+    assert torch.equal(fast_mean, actor.dist_params(obs)[0].detach())
 
 
 def test_wiring_score_gradient_in_bf16_is_close_to_float32():

@@ -357,3 +357,16 @@ print((faults() - before) / 10)
         assert res.returncode == 0, res.stderr
         counts[mode] = float(res.stdout.split()[-1])
     assert counts["keep"] < 200 and counts["default"] > 5 * counts["keep"] + 500, counts
+
+
+def test_updates_flush_denormals_and_nothing_else_does():
+    """Inside flush_denormals a denormal operand counts as zero (Adam's decaying moments stop taking
+    x86's slow assists); outside it, and after it, IEEE arithmetic holds (env steps, evaluation)."""
+    from dwc.rl.common import flush_denormals
+    tiny = torch.tensor([1e-39])  # below float32's smallest normal, 1.18e-38
+    assert (tiny * 1.0).item() > 0
+    with flush_denormals() as flushing:
+        if not flushing:
+            pytest.skip("this CPU cannot flush denormals")
+        assert (tiny * 1.0).item() == 0.0
+    assert (tiny * 1.0).item() > 0

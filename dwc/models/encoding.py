@@ -76,10 +76,10 @@ class Thermometer(nn.Module):
     def forward(self, xn: torch.Tensor) -> torch.Tensor:
         return (xn.unsqueeze(-1) >= self.thresholds).flatten(-2).to(xn.dtype)
 
-    def forward_fm(self, xn: torch.Tensor) -> torch.Tensor:
-        """Feature-major: (batch, D) -> bits (D * B, batch), the layout LUT layers compute in; built
-        directly in it, ~10x faster than ``forward(xn).t().contiguous()`` on CPU."""
-        bits = xn.new_empty(self.dim, self.bits, xn.shape[0])
+    def forward_fm(self, xn: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Feature-major: (batch, D) -> bits (D * B, batch) of ``dtype`` (default xn's), the layout
+        LUT layers compute in; built directly in it, ~10x faster than ``forward(xn).t().contiguous()`` on CPU."""
+        bits = xn.new_empty(self.dim, self.bits, xn.shape[0], dtype=dtype)
         # written straight into xn's dtype: a bool result cast afterwards is ~20x slower on CPU
         torch.ge(xn.t().unsqueeze(1), self.thresholds.view(1, -1, 1), out=bits)
         return bits.view(self.out_features, xn.shape[0])

@@ -1,6 +1,7 @@
 """Pieces both algorithms share: device choice, the squashed-Gaussian policy, evaluation."""
 from __future__ import annotations
 
+import contextlib
 import math
 
 import gymnasium as gym
@@ -62,6 +63,23 @@ def keep_freed_memory() -> bool:
         return False
     m_trim_threshold, m_mmap_threshold = -1, -3
     return bool(libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30))
+
+
+@contextlib.contextmanager
+def flush_denormals():
+    """Gradient updates with denormal floats flushed to zero (this thread's FTZ/DAZ flags).
+
+    Adam's first moment of a score whose gradient stays zero (the wiring candidates of a LUT no
+    later slot reads) decays by 0.9 a step into the denormal range, where x86 takes a ~100-cycle
+    assist per operation: measured 2x slower actor steps for a 2 x 1024 DWC after 2000 updates.
+    Only updates run under it, so environment steps and evaluation keep IEEE semantics. Yields
+    whether it flushes (not where the CPU cannot)."""
+    flushing = torch.set_flush_denormal(True)
+    try:
+        yield flushing
+    finally:
+        if flushing:
+            torch.set_flush_denormal(False)
 
 
 def squashed_log_prob(actor, mean: torch.Tensor, log_std: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

@@ -30,7 +30,7 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError, interrupts_held
 from ..models import build_actor
-from .common import EpisodeTracker, RateMeter, resolve_precision
+from .common import EpisodeTracker, RateMeter, flush_denormals, resolve_precision
 from .envs import make_vector_env
 from .run import RunDir, set_rng_state
 from .train import load_actor
@@ -108,7 +108,7 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
             updates = max(1, round(dc.updates_per_step * (end - start)))
             for u in range(counters.get("updates_done", 0), updates):
                 progress = (start + (end - start) * (u + 1) / updates) / cfg.steps
-                with interrupts_held():  # a checkpoint never sees a half-applied optimiser step
+                with interrupts_held(), flush_denormals():  # a checkpoint never sees a half-applied optimiser step
                     # the rate anneals linearly to zero: the last iteration settles the circuit instead
                     # of leaving it wherever a full-size last step put it
                     opt.param_groups[0]["lr"] = dc.distill_lr * (1.0 - progress) + 1e-3 * dc.distill_lr * progress

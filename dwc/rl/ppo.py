@@ -13,7 +13,7 @@ from torch import nn
 
 from ..config import TrainConfig
 from ..models import build_actor
-from .common import EpisodeTracker, RateMeter, resolve_precision, sample_action, squashed_log_prob
+from .common import EpisodeTracker, RateMeter, flush_denormals, resolve_precision, sample_action, squashed_log_prob
 from .envs import make_vector_env
 from .run import RunDir, set_rng_state
 
@@ -104,22 +104,23 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
 
             b_obs, b_u, b_logp = buf_obs.reshape(batch, -1), buf_u.reshape(batch, -1), buf_logp.reshape(-1)
             b_adv, b_ret = adv.reshape(-1), returns.reshape(-1)
-            for _ in range(pc.epochs):
-                for mb in torch.randperm(batch, device=device).tensor_split(min(pc.minibatches, batch)):
-                    mean, log_std = actor.dist_params(b_obs[mb])
-                    ratio = (squashed_log_prob(actor, mean, log_std, b_u[mb]) - b_logp[mb]).exp()
-                    a_mb = b_adv[mb]
-                    a_mb = (a_mb - a_mb.mean()) / (a_mb.std(correction=0) + 1e-8)
-                    pg_loss = torch.max(-a_mb * ratio, -a_mb * ratio.clamp(1 - pc.clip, 1 + pc.clip)).mean()
-                    v_loss = 0.5 * (critic(actor.normalizer(b_obs[mb])).squeeze(-1) - b_ret[mb]).square().mean()
-                    # Entropy of the pre-tanh Gaussian (the squashed one has no closed form).
-                    entropy = (log_std + 0.5 + 0.5 * np.log(2 * np.pi)).sum(-1).mean()
-                    loss = pg_loss + pc.vf_coef * v_loss - pc.ent_coef * entropy
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(params, pc.max_grad_norm)
-                    opt.step()
-                    actor.constrain_()
+            with flush_denormals():
+                for _ in range(pc.epochs):
+                    for mb in torch.randperm(batch, device=device).tensor_split(min(pc.minibatches, batch)):
+                        mean, log_std = actor.dist_params(b_obs[mb])
+                        ratio = (squashed_log_prob(actor, mean, log_std, b_u[mb]) - b_logp[mb]).exp()
+                        a_mb = b_adv[mb]
+                        a_mb = (a_mb - a_mb.mean()) / (a_mb.std(correction=0) + 1e-8)
+                        pg_loss = torch.max(-a_mb * ratio, -a_mb * ratio.clamp(1 - pc.clip, 1 + pc.clip)).mean()
+                        v_loss = 0.5 * (critic(actor.normalizer(b_obs[mb])).squeeze(-1) - b_ret[mb]).square().mean()
+                        # Entropy of the pre-tanh Gaussian (the squashed one has no closed form).
+                        entropy = (log_std + 0.5 + 0.5 * np.log(2 * np.pi)).sum(-1).mean()
+                        loss = pg_loss + pc.vf_coef * v_loss - pc.ent_coef * entropy
+                        opt.zero_grad(set_to_none=True)
+                        loss.backward()
+                        nn.utils.clip_grad_norm_(params, pc.max_grad_norm)
+                        opt.step()
+                        actor.constrain_()
             counters["iterations"] += 1
             actor.apply_budget_(step / cfg.steps)
             sps = meter.rate(step)  # over the last iteration

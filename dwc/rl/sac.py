@@ -21,7 +21,7 @@ from torch import nn
 from ..config import TrainConfig
 from ..errors import interrupts_held
 from ..models import build_actor
-from .common import EpisodeTracker, GraphedCall, RateMeter, resolve_precision, sample_action
+from .common import EpisodeTracker, GraphedCall, RateMeter, flush_denormals, resolve_precision, sample_action
 from .envs import make_vector_env, real_next_obs
 from .replay import ReplayBuffer
 from .run import RunDir, set_rng_state
@@ -174,7 +174,8 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
         noise_pi = None
         if counters["updates"] % sc.policy_frequency == 0:
             noise_pi = torch.randn(sc.policy_frequency, sc.batch_size, act_dim, device=device)
-        stats = update_step(*batch, noise_next, noise_pi)
+        with flush_denormals():
+            stats = update_step(*batch, noise_next, noise_pi)
         counters["updates"] += 1
         return {k: v.item() for k, v in stats.items()} if log else {}
 
