@@ -18,6 +18,10 @@ Our runs use --precision auto unless told (bf16 matmuls on CPUs with AMX; printe
   dwc-learnable  our SAC with the DWC actor, learnable wiring (the published default).
   mlp-eager      (on request) our MLP SAC with --no-cuda-graphs: what the CUDA graphs bring.
   mlp-fp32       (on request) our MLP SAC with --precision float32: what bf16 matmuls bring.
+  dwc-adam       (on request) only the fused Adam step over a learnable DWC actor's parameters,
+                 one per env step as in SAC, with fixed gradients, no env and no networks: the floor
+                 that a dense optimiser over the ~10M wiring scores (published size) sets, printed
+                 as a rate like the others, so its "time/step vs MLP" is that floor's share.
 
 Example (small and quick; the published DWC width is 1024, the default):
   .venv/bin/python scripts/bench_train.py --env Hopper-v5 --threads 1 \\
@@ -39,7 +43,7 @@ import torch
 
 from dwc.rl.common import resolve_precision
 
-ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "mlp-eager", "mlp-fp32")
+ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "mlp-eager", "mlp-fp32", "dwc-adam")
 DEFAULT = ALL[:4]
 WARMUP = 1000  # steps after learning starts that are not timed (one SPS window)
 TARGET = 1.5
@@ -99,10 +103,41 @@ def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True
     return len(rates) / sum(1.0 / r for r in rates)
 
 
+def bench_adam(args) -> float:
+    """Adam steps per second over the DWC actor's parameters, as `dwc train` runs them (fused,
+    the SAC actor's settings, under flush_denormals, glibc keeping freed memory)."""
+    import numpy as np
+
+    from dwc.config import TrainConfig
+    from dwc.models import build_actor
+    from dwc.rl.common import flush_denormals, keep_freed_memory
+
+    keep_freed_memory()
+    torch.set_num_threads(args.threads)
+    cfg = TrainConfig(env=args.env)
+    cfg.actor.width = args.dwc_width
+    actor = build_actor(cfg.actor, 11, 3, -np.ones(3), np.ones(3)).to(args.device)  # Hopper's sizes
+    params = list(actor.parameters())
+    for p in params:
+        p.grad = torch.randn_like(p) * 1e-3
+    opt = torch.optim.Adam(params, lr=cfg.sac.actor_lr, eps=cfg.sac.adam_eps, fused=True)
+    steps = args.measure_steps - WARMUP
+    with flush_denormals():
+        for i in range(WARMUP + steps):
+            if i == WARMUP:
+                t0 = time.perf_counter()
+            opt.step()
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+    return steps / (time.perf_counter() - t0)
+
+
 def measure(name: str, args) -> float:
     """One run's env-steps/s (runs in its own process)."""
     if name == "sb3":
         return bench_sb3(args)
+    if name == "dwc-adam":
+        return bench_adam(args)
     return {"mlp": lambda: bench_ours(args, "mlp"),
             "dwc-random": lambda: bench_ours(args, "dwc", "random"),
             "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable"),
@@ -195,6 +230,9 @@ def main() -> None:
     checks["mlp_vs_sb3"] = {"target": f">= {TARGET}x", "measured": r, "pass": None if r is None else r >= TARGET}
     print(f"  our MLP SAC >= {TARGET}x SB3's steps/s: "
           + ("not measured (needs sb3 and mlp)" if r is None else f"{r:.2f}x -> {'PASS' if r >= TARGET else 'MISS'}"))
+    if (r := rows.get("dwc-adam", {}).get("time_per_step_vs_mlp")) is not None:
+        print(f"  floor: Adam over the learnable DWC's parameters alone takes {r:.2f}x the MLP SAC's whole "
+              f"step (the target leaves the DWC {TARGET - 1:.2f}x on top of the MLP's step)")
     for name in ("dwc-random", "dwc-learnable"):
         r = rows.get(name, {}).get("time_per_step_vs_mlp")
         checks[f"{name}_vs_mlp"] = {"target": f"<= {TARGET}x", "measured": r,
