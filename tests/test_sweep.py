@@ -164,17 +164,24 @@ configs: {{dwc: {{policy: dwc}}}}
     assert all(json.loads((d / "result.json").read_text())["train_steps"] == 1400 for d in runs.values())
 
     # 2. a longer budget, the driver stopped with runs unfinished, and started again
-    steps = 2000
+    steps = 3000  # 1,600 more steps: room for the stop to land while the last runs train
     write_spec(spec, spec_text.format(steps=steps, options=json.dumps(SMALL)))
     log = open(tmp_path / "driver2.log", "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         done = lambda d: (d / "result.json").exists() and json.loads((d / "result.json").read_text())["train_steps"] == steps
-        # every run into its second leg first, so the stop lands in the training loops of the
-        # unfinished ones (what this part tests), not in a worker that has not started yet
-        resumed = lambda d: "# from step 1400" in (d / "run/commands.txt").read_text()
-        _wait_for(lambda: any(done(d) for d in runs.values()) and all(resumed(d) for d in runs.values()), 300,
-                  "a finished run, the others training")
+        # every run into its second leg's training loop first (it has logged a step past 1400), so
+        # the stop lands in the loops of the unfinished ones (what this part tests), not in a
+        # worker that is still starting
+        def training(d):
+            if "# from step 1400" not in (d / "run/commands.txt").read_text():
+                return False
+            try:  # the last line may be half-written
+                return json.loads((d / "run/metrics.jsonl").read_text().splitlines()[-1])["step"] > 1400
+            except (ValueError, KeyError, IndexError):
+                return False
+        _wait_for(lambda: any(done(d) for d in runs.values()) and all(done(d) or training(d) for d in runs.values()),
+                  300, "a finished run, the others training")
         # SIGTERM, dwc's polite stop (as Ctrl-C; a background job under a non-interactive shell ignores SIGINT)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 130, (tmp_path / "driver2.log").read_text()
