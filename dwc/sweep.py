@@ -224,8 +224,15 @@ def run_job(job: dict) -> dict:
     """One sweep run, start to result.json; runs in a Ray worker (or anywhere: it is a plain function).
     Returns the result, or {"id", "error"} for a problem a retry would not fix."""
     import contextlib
+    import signal
+    import threading
     import traceback
 
+    # Ray's cancel (a stopped sweep) raises KeyboardInterrupt here through interrupt_main, which does
+    # nothing while SIGINT is ignored: so it is in every worker of a driver started as a background
+    # job (`nohup dwc sweep ... &`). The worker blocks SIGINT at the OS, so only the cancel gets in.
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     d = Path(job["dir"])
     sweep_dir = d.parents[3]
     if not sweep_dir.is_dir():

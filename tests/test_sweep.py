@@ -167,7 +167,9 @@ configs: {{dwc: {{policy: dwc}}}}
     steps = 3000  # 1,600 more steps: room for the stop to land while the last runs train
     write_spec(spec, spec_text.format(steps=steps, options=json.dumps(SMALL)))
     log = open(tmp_path / "driver2.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    # started as a background job is (`nohup dwc sweep ... &`): SIGINT ignored, in Ray's workers too
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         done = lambda d: (d / "result.json").exists() and json.loads((d / "result.json").read_text())["train_steps"] == steps
         # every run into its second leg's training loop first (it has logged a step past 1400), so
