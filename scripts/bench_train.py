@@ -106,7 +106,7 @@ def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True
 def bench_adam(args) -> float:
     """Adam steps per second over the DWC actor's parameters, as `dwc train` runs them (fused,
     the SAC actor's settings, under flush_denormals, glibc keeping freed memory)."""
-    import numpy as np
+    import gymnasium as gym
 
     from dwc.config import TrainConfig
     from dwc.models import build_actor
@@ -116,7 +116,10 @@ def bench_adam(args) -> float:
     torch.set_num_threads(args.threads)
     cfg = TrainConfig(env=args.env)
     cfg.actor.width = args.dwc_width
-    actor = build_actor(cfg.actor, 11, 3, -np.ones(3), np.ones(3)).to(args.device)  # Hopper's sizes
+    env = gym.make(args.env)  # only for its spaces: the actor's sizes
+    obs, act = env.observation_space, env.action_space
+    actor = build_actor(cfg.actor, obs.shape[0], act.shape[0], act.low, act.high).to(args.device)
+    env.close()
     params = list(actor.parameters())
     for p in params:
         p.grad = torch.randn_like(p) * 1e-3

@@ -167,7 +167,7 @@ configs: {{dwc: {{policy: dwc}}}}
     steps = 3000  # 1,600 more steps: room for the stop to land while the last runs train
     write_spec(spec, spec_text.format(steps=steps, options=json.dumps(SMALL)))
     log = open(tmp_path / "driver2.log", "w")
-    # started as a background job is (`nohup dwc sweep ... &`): SIGINT ignored, in Ray's workers too
+    # started the way a background job is (`nohup dwc sweep ... &`): SIGINT ignored, in Ray's workers too
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:

@@ -80,6 +80,6 @@ class Thermometer(nn.Module):
         """Feature-major: (batch, D) -> bits (D * B, batch) of ``dtype`` (default xn's), the layout
         LUT layers compute in; built directly in it, ~10x faster than ``forward(xn).t().contiguous()`` on CPU."""
         bits = xn.new_empty(self.dim, self.bits, xn.shape[0], dtype=dtype)
-        # written straight into xn's dtype: a bool result cast afterwards is ~20x slower on CPU
+        # written straight into the output dtype: a bool result cast afterwards is ~20x slower on CPU
         torch.ge(xn.t().unsqueeze(1), self.thresholds.view(1, -1, 1), out=bits)
         return bits.view(self.out_features, xn.shape[0])
