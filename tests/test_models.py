@@ -1,5 +1,6 @@
 """Models: thermometer code, LUT layer forward/EFD/wiring gradients, heads, normaliser."""
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -408,6 +409,11 @@ def test_precision_changes_gradients_not_the_circuit():
     cpu = torch.device("cpu")
     assert resolve_precision("float32", cpu) == torch.float32 and resolve_precision("bfloat16", cpu) == torch.bfloat16
     assert resolve_precision("auto", cpu) in (torch.float32, torch.bfloat16)
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():  # auto's probe agrees with the CPU flags the kernel reports
+        flags = set(cpuinfo.read_text().split())
+        fast = bool(flags & {"amx_tile", "avx512_bf16"})
+        assert resolve_precision("auto", cpu) == (torch.bfloat16 if fast else torch.float32), flags & {"amx_tile", "avx512_bf16"}
     from dwc.errors import UserError
     with pytest.raises(UserError, match="precision"):
         resolve_precision("fp8", cpu)
