@@ -41,7 +41,9 @@ from pathlib import Path
 
 import torch
 
+from dwc.errors import UserError
 from dwc.rl.common import resolve_precision
+from dwc.rl.envs import check_env_id
 
 ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "mlp-eager", "mlp-fp32", "dwc-adam")
 DEFAULT = ALL[:4]
@@ -106,8 +108,6 @@ def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True
 def bench_adam(args) -> float:
     """Adam steps per second over the DWC actor's parameters, as `dwc train` runs them (fused,
     the SAC actor's settings, under flush_denormals, glibc keeping freed memory)."""
-    import gymnasium as gym
-
     from dwc.config import TrainConfig
     from dwc.models import build_actor
     from dwc.rl.common import flush_denormals, keep_freed_memory
@@ -116,7 +116,7 @@ def bench_adam(args) -> float:
     torch.set_num_threads(args.threads)
     cfg = TrainConfig(env=args.env)
     cfg.actor.width = args.dwc_width
-    env = gym.make(args.env)  # only for its spaces: the actor's sizes
+    env = check_env_id(args.env)  # only for its spaces: the actor's sizes
     obs, act = env.observation_space, env.action_space
     actor = build_actor(cfg.actor, obs.shape[0], act.shape[0], act.low, act.high).to(args.device)
     env.close()
@@ -186,6 +186,10 @@ def main() -> None:
         p.error("--rounds must be >= 1")
     if args.learning_starts % 1000 or args.measure_steps % 1000 or args.measure_steps < 2000:
         p.error("--learning-starts must be a multiple of 1000, --measure-steps a multiple of 1000 and >= 2000")
+    try:  # once here, instead of a traceback from every run's process
+        check_env_id(args.env).close()
+    except UserError as e:
+        p.error(str(e))
 
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error(f"--device cuda: this torch build ({torch.__version__}) sees no CUDA GPU")

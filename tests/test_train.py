@@ -330,7 +330,7 @@ def test_freed_memory_is_kept_so_sac_updates_do_not_page_fault():
     heap top past the default (adaptive, 2 x block) trim threshold, so glibc returns them and the
     next step faults ~2,000 zeroed pages in anew; with the setting it keeps them (0 faults).
     Whether a given SAC update pattern trips the default depends on the machine's kernels and
-    tensor sizes (here ~3,500 faults per 2 x 256 DWC update, on CI's machine ~0), so for SAC
+    tensor sizes (~3,500 faults per 2 x 256 DWC update on the Xeon dev machine, ~0 on CI's), so for SAC
     only the kept case is asserted: its updates take next to no faults."""
     mechanism = """
 import ctypes, resource, sys
@@ -355,7 +355,7 @@ for _ in range(20):
 print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
 """
     sac_updates = """
-import resource, sys, torch
+import resource, torch
 from dwc.rl.common import keep_freed_memory
 assert keep_freed_memory()
 torch.set_num_threads(1)

@@ -32,7 +32,8 @@ def fast_bf16(device: torch.device) -> bool:
     """True where bf16 matmuls run much faster than float32: a CPU with AMX tiles (Intel Xeon
     4th gen and later; measured 4.6x on the critics' 256 x 256 layer, 10x on a published-size
     wiring gradient) or with AVX512-BF16 dot products (AMD Zen 4 and later, Intel Cooper Lake;
-    measured on an AMD EPYC 3.2x on the 256 x 256 layer, 2.5-3.5x on wiring gradients).
+    measured on an AMD EPYC 3.2x on the 256 x 256 layer, 2.5-3.5x on published-size wiring
+    gradients, none on a small thermometer layer whose float32 route is a histogram).
     GPUs are left at float32 by ``auto``: at batch 256 their updates are bound by kernel
     launches, not arithmetic (and the bf16 path has not been measured on one)."""
     if device.type != "cpu":
