@@ -54,6 +54,7 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
           log=print) -> dict:
     """Run the stages that are not up to date; returns the summary (also OUT/summary.json)."""
     from .compile import compile_run
+    from .config import OPTIONS, option_value, resume_config
     from .fpga.synth import TARGETS, synth
     from .rl.train import EVAL_SEED_OFFSET, evaluate_run, load_config, train
     from .verify import verify
@@ -90,10 +91,11 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
         cfg_dict = train_cfg.to_dict()
 
         def do_train():
-            resume = (run / "checkpoint.pt").exists()
-            if resume and load_config(run).to_dict() != cfg_dict:
-                raise UserError(f"{run} holds a run with other options; use another --out")
-            r = train(train_cfg, run, resume=resume, progress=progress)
+            cfg, resume = train_cfg, (run / "checkpoint.pt").exists()
+            if resume:  # an interrupted or shorter run of this build: trained on, if it trains the same thing
+                cfg = resume_config(load_config(run), {k: option_value(train_cfg, k) for k in OPTIONS},
+                                    flags={"target": "--train-target"})
+            r = train(cfg, run, resume=resume, progress=progress, log=log)
             return {"train_steps": r["train_steps"], "mean_return": r["mean_return"]}
         stage("train", digest(cfg_dict), [run / "checkpoint.pt", run / "eval.json"], do_train)
     cfg = load_config(run)
@@ -105,7 +107,8 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
 
     # compile, and the float and frozen policies on the evaluation episodes
     def do_compile():
-        c = compile_run(run, circuit, pipeline=pipeline, target=target, freq=freq, log=log)
+        c = compile_run(run, circuit, pipeline=pipeline, target=None if target == "none" else target, freq=freq,
+                        log=log)
         ev = evaluate_run(run, episodes, seed=seed, progress=progress, frozen=True, write=False)
         return {"float_returns": ev["returns"], "frozen_returns": ev["frozen"]["returns"],
                 "ir_luts": c["counts"]["luts"], "comparators": c["counts"]["comparators"],

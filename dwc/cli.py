@@ -60,6 +60,21 @@ On --resume the stored config is used; --steps may be raised to train longer.
 def _add_train(sub):
     p = sub.add_parser("train", help="train a policy (resumable)", description="Train a DWC or MLP policy.",
                        epilog=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="run directory (must be new unless --resume)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    _add_train_options(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the final evaluation as JSON")
+
+
+TRAIN_TARGET_HELP = ("FPGA family the circuit is for: ecp5 | ice40 (4-input LUTs) | xc7 (6-input LUTs); sets "
+                     "--lut-inputs to the fabric's LUT so one trained LUT is one LUT cell (a synth target name such "
+                     "as ecp5-25k also works)")
+
+
+def _add_train_options(p, target_flag: str = "--target"):
+    """dwc train's options (all but --out/--resume), shared by dwc build so that both train the same run.
+    dwc build calls the training --target ``--train-target``, its own --target being the synthesis target."""
     p.add_argument("--env", help="Gymnasium env id with Box spaces (default InvertedPendulum-v5)")
     p.add_argument("--policy", choices=["dwc", "gates", "qmlp", "mlp"],
                    help="actor type: dwc (LUT layers), gates (logic-gate network: 2-input gates choosing among "
@@ -71,8 +86,6 @@ def _add_train(sub):
                         "(default sac)")
     p.add_argument("--steps", type=int, help="total env steps (default 100000)")
     p.add_argument("--seed", type=int, help="seed; same seed + CPU = same run (default 1)")
-    p.add_argument("--out", type=Path, required=True, help="run directory (must be new unless --resume)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     p.add_argument("--device", help="auto | cpu | cuda (default auto: CUDA when present)")
     p.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_const", const=False,
                    help="SAC on CUDA: run each update op by op instead of replaying it as a CUDA graph "
@@ -97,9 +110,7 @@ def _add_train(sub):
     m.add_argument("--thermo-bits", type=int, help="thermometer thresholds per obs dim, odd (default 63)")
     m.add_argument("--wiring", choices=["learnable", "random"], help="LUT input wiring (default learnable)")
     c = p.add_argument_group("codesign: train for a target FPGA and within its budgets (dwc policies)")
-    c.add_argument("--target", help="FPGA family the circuit is for: ecp5 | ice40 (4-input LUTs) | xc7 (6-input "
-                                    "LUTs); sets --lut-inputs to the fabric's LUT so one trained LUT is one LUT "
-                                    "cell (a synth target name such as ecp5-25k also works)")
+    c.add_argument(target_flag, dest="target", help=TRAIN_TARGET_HELP)
     c.add_argument("--max-luts", type=int, help="at most this many LUTs in the LUT layers; sizes --width when it "
                                                 "is not given (popcount adders come on top)")
     c.add_argument("--max-comparators", type=int,
@@ -131,8 +142,6 @@ def _add_train(sub):
     d.add_argument("--updates-per-step", type=float, help="minibatch (--batch-size) gradient steps per collected "
                                                           "env step (default 2.0)")
     d.add_argument("--distill-lr", type=float, help="the student's learning rate (default 1e-2)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="print the final evaluation as JSON")
 
 
 def _add_eval(sub):
@@ -152,19 +161,12 @@ def _add_eval(sub):
 
 
 def _train_config(args):
-    from .config import OPTIONS, RESUMABLE, config_from_options, option_value
+    from .config import OPTIONS, config_from_options, resume_config
     from .rl.run import load_config
 
     given = {k: v for k, v in vars(args).items() if v is not None and k in OPTIONS}
     if args.resume:
-        cfg = load_config(args.out)
-        for k, v in given.items():
-            if k not in RESUMABLE and option_value(cfg, k) != v:
-                raise UserError(f"--resume: --{k.replace('_', '-')} {v} differs from the run's "
-                                f"{option_value(cfg, k)}; a resumed run keeps its config")
-        for k in RESUMABLE & given.keys():
-            setattr(cfg, k, given[k])
-        return cfg
+        return resume_config(load_config(args.out), given)
     return config_from_options(given)
 
 
@@ -187,7 +189,8 @@ def cmd_train(args) -> int:
     from .rl.train import train
     interrupt_on_sigterm()
     cfg = _train_config(args)
-    result = train(cfg, args.out, resume=args.resume, progress=not args.no_progress, command=["dwc"] + args.argv)
+    result = train(cfg, args.out, resume=args.resume, progress=not args.no_progress, command=["dwc"] + args.argv,
+                   log=_log_for(args))
     _print_eval(result, args.json)
     return 0
 
@@ -374,12 +377,19 @@ def cmd_import(args) -> int:
 BUILD_HELP = """\
 examples:
   dwc build --env InvertedPendulum-v5 --steps 15000 --width 256 --thermo-bits 31 --out builds/ip
+  dwc build --env InvertedPendulum-v5 --steps 30000 --width 256 --thermo-bits 31 --out builds/ip
+                                           # the same build, trained on from step 15000
+  dwc build --env Hopper-v5 --train-target ecp5 --width 256 --max-comparators 128 --out builds/hop4
+                                           # trained as 4-input LUTs (ECP5's cell), built for ECP5-25k
   dwc build --from policies/hopper-v5-dwc --target xc7 --out builds/hopper     # skip training
   dwc build --from runs/ip --target none --out builds/ip-rtl                     # stop after verify
 
-Stages: train -> compile -> verify -> synth. Re-running the same command skips every stage whose
-inputs did not change (OUT/build.json records them); an interrupted build continues where it
-stopped (training resumes from its checkpoint). OUT/summary.json holds the final table.
+Stages: train -> compile -> verify -> synth. The training stage is dwc train with the same options:
+OUT/run/config.json is the one dwc train would write. Re-running the same command skips every stage
+whose inputs did not change (OUT/build.json records them); an interrupted build continues where it
+stopped (training resumes from its checkpoint), and a larger --steps trains the same run on. Options
+that change what is trained (--width, --seed, ...) need a new --out; the error names them.
+OUT/summary.json holds the final table.
 """
 
 
@@ -387,22 +397,18 @@ def _add_build(sub):
     p = sub.add_parser("build", help="task to verified bitstream in one command (train, compile, verify, synth)",
                        description="Train (or take --from RUN), freeze and compile, verify the Verilog in closed "
                                    "loop on the evaluation episodes, synthesise for --target, and print one summary: "
-                                   "float, frozen and RTL returns, LUTs, Fmax, latency, energy estimate, bitstream.",
+                                   "float, frozen and RTL returns, LUTs, Fmax, latency, energy estimate, bitstream. "
+                                   "Training takes every dwc train option, with the same meaning and default, so "
+                                   "dwc build trains exactly the run dwc train would; only dwc train's --target is "
+                                   "called --train-target here (--target is the FPGA to synthesise for, and it does "
+                                   "not change what is trained).",
                        epilog=BUILD_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="build folder (run/, circuit/, build.json, summary.json)")
     p.add_argument("--from", dest="from_run", type=Path, help="a trained run or policy folder: skip training")
-    p.add_argument("--env", help="Gymnasium env id (default InvertedPendulum-v5 when training)")
-    p.add_argument("--policy", choices=["dwc", "gates", "qmlp"], help="actor type when training (default dwc)")
-    p.add_argument("--steps", type=int, help="training env steps (default 100000)")
-    p.add_argument("--seed", type=int, help="training seed (default 1)")
-    for opt, help_ in (("--width", "LUTs per layer (default 1024)"), ("--layers", "layers (default 2)"),
-                       ("--last-width", "LUTs in the last layer (default --width)"),
-                       ("--lut-inputs", "inputs per LUT (default 6)"), ("--thermo-bits", "thresholds per obs dim (default 63)"),
-                       ("--hidden", "qmlp hidden width (default 256)"), ("--learning-starts", "SAC random steps (default 5000)")):
-        p.add_argument(opt, type=int, help=help_)
-    p.add_argument("--device", help="training device: auto | cpu | cuda (default auto)")
-    p.add_argument("--target", default="ecp5-25k", help="FPGA target, or none to stop after verify (default ecp5-25k); "
-                                                         "it also picks the popcount structure (see dwc compile)")
+    p.add_argument("--target", dest="synth_target", default="ecp5-25k",
+                   help="FPGA to synthesise for, or none to stop after verify (default ecp5-25k); it also picks the "
+                        "popcount structure (see dwc compile), never the trained LUT size (that is --lut-inputs or "
+                        "--train-target)")
     p.add_argument("--pipeline", type=_pipeline, default="max", metavar="K|max|auto",
                    help="register stages in the core (default max: highest Fmax; auto: the fewest that reach "
                         "--freq on --target, measured by place and route)")
@@ -410,6 +416,7 @@ def _add_build(sub):
     p.add_argument("--episodes", type=int, default=3, help="evaluation episodes: float, frozen and RTL (default 3)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_train_options(p, target_flag="--train-target")  # training: as dwc train (none with --from)
 
 
 def cmd_build(args) -> int:
@@ -417,13 +424,25 @@ def cmd_build(args) -> int:
     if args.episodes < 1:
         raise UserError(f"--episodes must be >= 1, got {args.episodes}")
     train_cfg = None
-    if args.from_run is None:
+    if args.from_run is not None:
+        from .config import OPTIONS
+        given = [k for k, v in vars(args).items() if v is not None and k in OPTIONS and k != "env"]
+        if given:
+            raise UserError(f"--from {args.from_run}: nothing is trained, so the training option(s) "
+                            f"{', '.join(_flag(k) for k in given)} do not apply; drop them or drop --from")
+    else:
         args.resume = False
-        args.env = args.env or "InvertedPendulum-v5"
         train_cfg = _train_config(args)
-    s = build(args.out, args.env, args.from_run, train_cfg, args.target, args.pipeline, args.episodes, args.freq,
-              progress=not args.no_progress, log=_log_for(args))
+        if train_cfg.actor.policy == "mlp":
+            raise UserError("--policy mlp: a float MLP has no circuit; dwc build takes dwc, gates or qmlp "
+                            "(train the MLP baseline with dwc train)")
+    s = build(args.out, args.env, args.from_run, train_cfg, args.synth_target, args.pipeline, args.episodes,
+              args.freq, progress=not args.no_progress, log=_log_for(args))
     return _print_build_summary(s, args)
+
+
+def _flag(name: str) -> str:
+    return "--train-target" if name == "target" else "--" + name.replace("_", "-")
 
 
 def _print_build_summary(s: dict, args) -> int:
@@ -434,7 +453,7 @@ def _print_build_summary(s: dict, args) -> int:
 
 def _log_for(args):
     """Progress lines: stdout, or stderr when stdout carries --json."""
-    return (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    return (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else (lambda *a: print(*a, flush=True))
 
 
 def _add_demo(sub):

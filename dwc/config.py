@@ -109,6 +109,23 @@ def option_value(cfg: TrainConfig, name: str):
     return getattr(getattr(cfg, section) if section else cfg, name)
 
 
+def resume_config(stored: TrainConfig, given: dict, flags: dict | None = None) -> TrainConfig:
+    """The stored run's config with the RESUMABLE options of ``given`` applied. Any other option of
+    ``given`` must equal the stored value: a resumed run keeps what it trains; each conflict is named
+    (as ``flags`` spells the option, if it renames any)."""
+    flags = flags or {}
+    conflicts = [f"{flags.get(k, '--' + k.replace('_', '-'))} {v} (the run has {option_value(stored, k)})"
+                 for k, v in given.items()
+                 if k not in RESUMABLE and option_value(stored, k) != v]
+    if conflicts:
+        raise UserError(f"the run in place was trained with other options: {'; '.join(conflicts)}; a resumed run "
+                        f"keeps what it trains (use another output folder for a new run)")
+    cfg = TrainConfig.from_dict(stored.to_dict())
+    for k in RESUMABLE & given.keys():
+        setattr(cfg, k, given[k])
+    return cfg
+
+
 def config_from_options(options: dict, where: str = "option") -> TrainConfig:
     """A validated TrainConfig from dwc train's options; ``where`` names their source in errors."""
     cfg = TrainConfig()

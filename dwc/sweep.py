@@ -109,7 +109,8 @@ class Spec:
 
     def jobs(self, out: Path) -> list[Job]:
         jobs = []
-        for task, (name, opts), seed in itertools.product(self.tasks, self.configs.items(), self.seeds):
+        # seed-major: the configs of one seed are queued together, so paired comparisons fill in seed by seed
+        for task, seed, (name, opts) in itertools.product(self.tasks, self.seeds, self.configs.items()):
             cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"{self.path}: config {name}: option")
             cfg.threads = int(self.resources["cpus_per_run"])
             hw = self.hardware if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit

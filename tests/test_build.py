@@ -49,3 +49,57 @@ def test_build_trains_compiles_verifies_and_synthesises(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["stages_run"] == ["train", "compile", "verify", "synth"] and s["rtl_equals_frozen"]
     assert Path(s["synth"]["bitstream"]).stat().st_size > 0 and s["synth"]["luts"] > 0
+
+
+def _options(sub):
+    """A subcommand's optional arguments: dest -> (flags, default, help)."""
+    import argparse
+
+    from dwc.cli import build_parser
+    parser = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[sub]
+    return {a.dest: (tuple(a.option_strings), a.default, a.help) for a in parser._actions if a.option_strings}
+
+
+def test_build_takes_every_train_option_with_its_name_default_and_help():
+    train, build = _options("train"), _options("build")
+    own = {"out", "resume", "json", "no_progress", "help"}  # train's own run handling, not training options
+    for dest, (flags, default, help_) in train.items():
+        if dest in own:
+            continue
+        # the training --target is --train-target in build, whose --target is the FPGA to synthesise for
+        want = ("--train-target",) if dest == "target" else flags
+        assert build[dest] == (want, default, help_), dest
+    assert build["synth_target"][0] == ("--target",)
+
+
+TRAIN_OPTS = ["--env", "InvertedPendulum-v5", "--steps", "300", "--learning-starts", "100", "--seed", "3",
+              "--precision", "float32", "--eval-episodes", "1", "--train-target", "ice40", *SMALL_DWC[:2],
+              "--thermo-bits", "7", "--checkpoint-every", "100"]
+
+
+def test_build_trains_the_run_train_trains_and_continues_it(tmp_path, capsys):
+    """dwc build with dwc train's options writes the same config.json as dwc train (the synthesis
+    --target none takes no part in it), a larger --steps trains the same run on, and an option that
+    would train something else is named in the error."""
+    train_args = [("--target" if a == "--train-target" else a) for a in TRAIN_OPTS]
+    assert main(["train", *train_args, "--out", str(tmp_path / "t"), "--no-progress"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "b"
+    build = ["build", "--target", "none", "--episodes", "1", "--out", str(out), "--no-progress", "--json"]
+    assert main([*build, *TRAIN_OPTS]) == 0
+    trained = json.loads((tmp_path / "t" / "config.json").read_text())
+    assert json.loads((out / "run" / "config.json").read_text()) == trained
+    assert trained["actor"]["lut_inputs"] == 4 and trained["target"] == "ice40"
+    s = json.loads(capsys.readouterr().out)
+    assert s["stages_run"] == ["train", "compile", "verify"] and s["rtl_equals_frozen"] and s["train_steps"] == 300
+
+    longer = [("500" if a == "300" else a) for a in TRAIN_OPTS]
+    assert main([*build, *longer]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["stages_run"] == ["train", "compile", "verify"] and s["train_steps"] == 500
+    steps = [json.loads(l)["step"] for l in (out / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps) and steps[-1] <= 500  # one run, continued: no restart from step 0
+    assert json.loads((out / "run" / "config.json").read_text())["steps"] == 500
+
+    res = run_cli(*build[:-1], *[("16" if a == "32" else a) for a in longer])  # --width 32 -> 16
+    assert_one_line_error(res, "--width 16 (the run has 32)")

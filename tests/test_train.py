@@ -183,7 +183,7 @@ def test_cli_errors(tmp_path):
 def test_cli_errors_on_damaged_runs(tmp_path):
     run = tmp_path / "run"
     assert main(small_args(run, steps=200)) == 0
-    assert_one_line_error(run_cli("train", "--out", str(run), "--resume", "--policy", "mlp"), "differs")
+    assert_one_line_error(run_cli("train", "--out", str(run), "--resume", "--policy", "mlp"), "--policy mlp (the run has dwc)")
     data = (run / "checkpoint.pt").read_bytes()
     (run / "checkpoint.pt").write_bytes(data[: len(data) // 2])  # truncated, as by a full disk
     assert_one_line_error(run_cli("train", "--out", str(run), "--resume", "--steps", "400"), "corrupt or truncated")

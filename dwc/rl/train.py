@@ -17,10 +17,10 @@ EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse training seeds
 
 
 def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True,
-          command: list[str] | None = None, frozen: bool = False) -> dict:
+          command: list[str] | None = None, frozen: bool = False, log=print) -> dict:
     """Train (or resume) into ``out``; finish with a deterministic evaluation written to eval.json
     (with ``frozen``, of the frozen integer circuit too). ``command`` (the CLI words) is recorded in
-    RUN/commands.txt."""
+    RUN/commands.txt; ``log`` takes the status lines (stderr where stdout carries JSON)."""
     if cfg.algo not in ("sac", "ppo", "distill"):
         raise UserError(f"unknown --algo {cfg.algo!r} (choose sac, ppo or distill)")
     device = resolve_device(cfg.device)
@@ -31,11 +31,11 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     seed_everything(cfg.seed)
     run = RunDir(out, cfg, resume=resume, progress=progress, command=command)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU thread(s)"
-    print(f"training {cfg.algo} {cfg.actor.policy} on {cfg.env}: device {device} ({where}), "
-          f"{str(precision).removeprefix('torch.')} matmuls", flush=True)
+    log(f"training {cfg.algo} {cfg.actor.policy} on {cfg.env}: device {device} ({where}), "
+          f"{str(precision).removeprefix('torch.')} matmuls")
     try:
         if run.start_step >= cfg.steps:
-            print(f"{out}: already at step {run.start_step} >= --steps {cfg.steps}; evaluating only")
+            log(f"{out}: already at step {run.start_step} >= --steps {cfg.steps}; evaluating only")
         else:
             from .distill import train_distill
             from .ppo import train_ppo
