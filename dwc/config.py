@@ -42,6 +42,9 @@ class PPOConfig:
     max_grad_norm: float = 0.5
     v_hidden: int = 64
     anneal_lr: bool = True
+    # rewards divided by the running std of the discounted return (CleanRL's NormalizeReward): value
+    # targets near unit scale whatever the task's reward scale, so one vf_coef and grad clip fit all
+    norm_reward: bool = True
 
 
 @dataclass

@@ -1,9 +1,11 @@
-"""``dwc report SWEEP``: the paper-style table of a sweep and its learning curves.
+"""``dwc report SWEEP``: the paper-style table of a sweep, its comparisons and learning curves.
 
-Per task and configuration, over seeds: the median and quartiles of the float policy's return, of
-the frozen integer circuit's and (when the sweep had a hardware section) of the Verilog's in
-Verilator, plus LUTs and Fmax. Writes SWEEP/report.json, SWEEP/report.md and one
-SWEEP/curves_TASK.png per task (median training return across seeds, band = quartiles).
+Per task and configuration, over seeds: the IQM with a 95% bootstrap CI (:mod:`dwc.stats`), the
+median and quartiles of the float policy's return, of the frozen integer circuit's and (when the
+sweep had a hardware section) of the Verilog's in Verilator, plus LUTs and Fmax. Every config is
+compared with one baseline config, seed by seed (:func:`comparisons`). Writes SWEEP/report.json,
+SWEEP/report.md and one SWEEP/curves_TASK.png per task (median training return across seeds, band =
+its 95% bootstrap CI).
 """
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
+from . import stats
 from .errors import UserError
-from .rl.run import METRICS, episode_returns, write_json
+from .rl.run import CONFIG, METRICS, episode_returns, write_json
 
 # per-run figures summarised over seeds
 FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "lut4_sites", "ir_luts", "comparators", "fmax_mhz",
            "latency_cycles")
+RETURNS = ("float_return", "frozen_return", "rtl_return")  # these get IQMs, CIs and comparisons
 CURVE_POINTS = 50
 
 
@@ -30,8 +34,17 @@ def quartiles(values: list[float]) -> dict | None:
     return {"median": float(med), "q1": float(q1), "q3": float(q3), "n": len(values)}
 
 
+def _precision(run_dir: Path) -> str | None:
+    """The run's --precision as its config.json records it (None when it cannot be read)."""
+    try:
+        return json.loads((run_dir / "run" / CONFIG).read_text()).get("precision")
+    except (OSError, ValueError):
+        return None
+
+
 def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
-    """SWEEP/sweep.json and the result.json of every run that finished."""
+    """SWEEP/sweep.json and the result.json of every run that finished, with its directory and the
+    precision of its training."""
     sweep_dir = Path(sweep_dir)
     try:
         state = json.loads((sweep_dir / "sweep.json").read_text())
@@ -41,12 +54,14 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
     for rid, rec in state["runs"].items():
         p = sweep_dir / rec["dir"] / "result.json"
         if p.exists():
-            results.append(dict(json.loads(p.read_text()), dir=str(sweep_dir / rec["dir"])))
+            results.append(dict(json.loads(p.read_text()), dir=str(sweep_dir / rec["dir"]),
+                                precision=_precision(sweep_dir / rec["dir"])))
     return state, results
 
 
-def aggregate(state: dict, results: list[dict]) -> list[dict]:
-    """One row per (task, config) in the spec's order."""
+def aggregate(state: dict, results: list[dict], intervals: bool = False) -> list[dict]:
+    """One row per (task, config) in the spec's order. ``intervals``: the returns get
+    :func:`dwc.stats.summarize` (IQM and bootstrap CIs, about a second a figure) instead of quartiles."""
     from collections import Counter
     planned = Counter((rec["task"], rec["config"]) for rec in state["runs"].values())
     groups: dict[tuple, list[dict]] = {key: [] for key in planned}
@@ -59,7 +74,8 @@ def aggregate(state: dict, results: list[dict]) -> list[dict]:
                "seeds": [r["seed"] for r in rs], "planned": planned[task, config],
                "train_steps": min((r["train_steps"] for r in rs), default=None)}
         for key in FIGURES:
-            row[key] = quartiles([r[key] for r in rs if r.get(key) is not None])
+            values = [r[key] for r in rs if r.get(key) is not None]
+            row[key] = stats.summarize(values) if intervals and key in RETURNS and values else quartiles(values)
         eq = [r["rtl_equals_frozen"] for r in rs if r.get("rtl_equals_frozen") is not None]
         row["rtl_equals_frozen"] = all(eq) if eq else None
         rows.append(row)

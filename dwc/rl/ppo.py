@@ -4,6 +4,8 @@ The actor is the same squashed-Gaussian interface SAC uses (DWC or MLP); the val
 small float MLP over normalised observations. The rollout stores the pre-tanh sample so the
 log-probability of old actions is exact. Truncated episodes bootstrap from V(final observation).
 Checkpoints are written between iterations, so a resumed run repeats no partial rollout.
+Rewards are scaled by the running std of each env's discounted return (clipped to +-10), as CleanRL's
+PPO does with gymnasium's NormalizeReward; logged episode returns stay unscaled.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from torch import nn
 
 from ..config import TrainConfig
 from ..models import build_actor
+from ..models.encoding import ObsNormalizer
 from .common import EpisodeTracker, RateMeter, flush_denormals, resolve_precision, sample_action, squashed_log_prob
 from .envs import make_vector_env
 from .run import RunDir, set_rng_state
@@ -35,6 +38,8 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
     opt = torch.optim.Adam(params, lr=pc.lr, eps=1e-5, fused=True)
     counters = {"iterations": 0}
     step = run.start_step
+    ret_stats = ObsNormalizer(1)  # running variance of the discounted return, for reward scaling
+    disc_ret = np.zeros(cfg.num_envs)
     if run.resume_state:
         s = run.resume_state
         actor.load_state_dict(s["actor"])
@@ -42,6 +47,9 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
         opt.load_state_dict(s["opt"])
         counters = s["counters"]
         set_rng_state(s["rng"])
+        if "ret_stats" in s:  # checkpoints before reward scaling have none
+            ret_stats.load_state_dict(s["ret_stats"])
+            disc_ret = s["disc_ret"]
 
     T, N = pc.rollout_steps, cfg.num_envs
     batch = T * N
@@ -55,7 +63,8 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
 
     def checkpoint():
         run.save_checkpoint({"step": step, "actor": actor.state_dict(), "critic": critic.state_dict(),
-                             "opt": opt.state_dict(), "counters": counters, "obs_dim": obs_dim, "act_dim": act_dim})
+                             "opt": opt.state_dict(), "counters": counters, "obs_dim": obs_dim, "act_dim": act_dim,
+                             "ret_stats": ret_stats.state_dict(), "disc_ret": disc_ret})
 
     def as_t(x):
         return torch.as_tensor(x, dtype=torch.float32, device=device)
@@ -77,7 +86,12 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
                 next_obs, rew, terms, truncs, infos = envs.step(a.cpu().numpy())
                 dones = terms | truncs
                 episodes.step(run, step + N, rew, dones)
-                rew = rew.astype(np.float64)  # a copy: bootstrapping must not touch the logged reward
+                rew = rew.astype(np.float64)  # a copy: scaling and bootstrapping must not touch the logged reward
+                if pc.norm_reward:
+                    disc_ret = disc_ret * pc.gamma + rew
+                    ret_stats.update(torch.as_tensor(disc_ret).unsqueeze(-1))
+                    rew = np.clip(rew / np.sqrt(ret_stats.var.item() + 1e-8), -10.0, 10.0)
+                    disc_ret[dones] = 0.0
                 # Bootstrap truncated episodes from the value of the state they really reached.
                 for i in np.flatnonzero(truncs & ~terms):
                     with torch.no_grad():
