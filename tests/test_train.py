@@ -181,6 +181,19 @@ def test_cli_errors(tmp_path):
         assert_one_line_error(run_cli("train", "--env", ENV, "--device", "cuda", "--out", str(tmp_path / "z")), "CUDA")
 
 
+def test_a_torn_metrics_line_does_not_stop_resume(tmp_path):
+    """A kill or a full disk mid-write tears metrics.jsonl's last line; --resume drops it and goes on."""
+    run = tmp_path / "run"
+    assert main(small_args(run, steps=200)) == 0
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 19')  # torn: no closing brace, no newline
+    assert main(["train", "--out", str(run), "--resume", "--steps", "300", "--no-progress"]) == 0
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(l)["step"] for l in lines]  # every line parses again
+    assert steps == sorted(steps) and 200 < steps[-1] <= 300  # the resumed leg logged on after the tear
+    assert json.loads((run / "eval.json").read_text())["train_steps"] == 300
+
+
 def test_cli_errors_on_damaged_runs(tmp_path):
     run = tmp_path / "run"
     assert main(small_args(run, steps=200)) == 0

@@ -132,11 +132,12 @@ class RunDir:
         self.bar = None
 
     def _truncate_metrics(self, step: int) -> None:
-        """Keep only metrics up to the checkpoint, so a resumed run never logs a step twice."""
+        """Keep only metrics up to the checkpoint, so a resumed run never logs a step twice (a line
+        torn by a kill or a full disk mid-write goes too)."""
         p = self.path / METRICS
         if not p.exists():
             return
-        kept = [l for l in p.read_text().splitlines() if l.strip() and json.loads(l).get("step", 0) <= step]
+        kept = [json.dumps(r) for r in read_metrics(p) if r.get("step", 0) <= step]
         atomic_write_bytes(p, lambda f: f.write("".join(l + "\n" for l in kept).encode()))
 
     def log(self, step: int, **scalars) -> None:
@@ -170,16 +171,24 @@ class RunDir:
         self.tb.close()
 
 
+def read_metrics(metrics: Path) -> list[dict]:
+    """The records of a metrics.jsonl. The file is only appended to, so a kill or a full disk can
+    tear its last line at most; a line that does not parse as a record is skipped, not fatal."""
+    recs = []
+    if Path(metrics).exists():
+        for line in Path(metrics).read_bytes().decode(errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("step"), int):
+                recs.append(rec)
+    return recs
+
+
 def episode_returns(metrics: Path) -> list[tuple[int, float]]:
     """(env step, episodic return) of every training episode a run's metrics.jsonl logged."""
-    pts = []
-    if Path(metrics).exists():
-        with open(metrics) as f:
-            for line in f:
-                rec = json.loads(line)
-                if "charts/episodic_return" in rec:
-                    pts.append((rec["step"], rec["charts/episodic_return"]))
-    return pts
+    return [(r["step"], r["charts/episodic_return"]) for r in read_metrics(metrics) if "charts/episodic_return" in r]
 
 
 def learning_curve_png(metrics: Path, path: Path, title: str = "") -> bool:
