@@ -179,6 +179,19 @@ def test_fast_executor_on_the_trained_policy(shipped, tmp_path, monkeypatch):
         assert np.array_equal(FastExecutor(g).actions_int(q), ref.actions_int(graph, q))
 
 
+def test_fast_executor_cache_is_per_cpu(tmp_path, monkeypatch):
+    """Code built with -march=native is cached per CPU: another CPU sharing the cache folder (a
+    cluster's home) builds its own object instead of loading one that may use missing instructions."""
+    from dwc.ir import fast
+    monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
+    assert "flags" not in fast._cpu_key() and len(fast._cpu_key()) > 20  # a real description of this CPU
+    src = "int one(void) { return 1; }\n"
+    here = fast.build(src)
+    assert fast.build(src) == here  # cached
+    monkeypatch.setattr(fast, "_cpu_key", lambda: "x86_64|GenuineIntel|another model|sse2")
+    assert fast.build(src) != here and len(list((tmp_path / "fast").glob("*.so"))) == 2
+
+
 def test_onnx_export_matches_the_reference(shipped, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     actor, cfg, _ = shipped

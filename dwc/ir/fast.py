@@ -4,7 +4,8 @@ Every signal (comparator bit, LUT output) of a block of 256 samples is one vecto
 (GCC/Clang vector extensions, so AVX2 where the machine has it). Each LUT becomes straight-line
 code: its truth table is decomposed into a multiplexer tree over its inputs (Shannon expansion)
 with constant, literal and XOR leaves folded and repeated sub-functions shared. The shared object
-is built with the system C compiler (``-O2 -march=native``) and cached by the source's hash.
+is built with the system C compiler (``-O2 -march=native``) and cached by the hash of the source, the
+compiler and the CPU it was built for.
 Bit-exact with :mod:`dwc.ir.reference` (tested on random and trained graphs).
 """
 from __future__ import annotations
@@ -156,8 +157,22 @@ def _cache_dir() -> Path:
     return d
 
 
+def _cpu_key() -> str:
+    """What -march=native compiles for: the CPU's model and instruction-set flags. Part of the cache
+    key, so a cache shared by different CPUs (a cluster's home folder) never loads another CPU's code."""
+    import platform
+    try:
+        info = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+        fields = {k.strip(): v.strip() for k, v in (l.split(":", 1) for l in info.splitlines() if ":" in l)}
+        picked = [fields.get(k, "") for k in ("vendor_id", "model name", "flags", "Features", "CPU part")]
+        return "|".join([platform.machine(), *picked])
+    except OSError:  # no /proc (macOS): the platform's own description
+        return "|".join([platform.machine(), platform.processor(), platform.platform()])
+
+
 def build(src: str, cc: str = "cc") -> Path:
-    so = _cache_dir() / f"dwc_{hashlib.sha256(src.encode()).hexdigest()[:20]}.so"
+    key = hashlib.sha256(f"{cc}\n{_cpu_key()}\n{src}".encode()).hexdigest()[:20]
+    so = _cache_dir() / f"dwc_{key}.so"
     if not so.exists():
         with tempfile.TemporaryDirectory() as tmp:
             c_file, tmp_so = Path(tmp) / "graph.c", Path(tmp) / "graph.so"
