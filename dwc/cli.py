@@ -734,21 +734,27 @@ def cmd_sweep(args) -> int:
 
 def _add_report(sub):
     p = sub.add_parser("report", help="paper-style table and learning curves of a sweep",
-                       description="Median and quartiles over seeds per task and config: float, frozen and "
-                                   "hardware (Verilator) return, LUTs, Fmax. Writes SWEEP/report.json, "
-                                   "SWEEP/report.md and SWEEP/curves_TASK.png. Works on a sweep still running.")
+                       description="Per task and config, over seeds: the IQM with a 95% bootstrap CI, the median "
+                                   "and quartiles of the float, frozen and hardware (Verilator) return, LUTs, Fmax; "
+                                   "each config compared with the earlier configs of the spec it shares its "
+                                   "precision with or differs from in precision alone, over paired seeds. Writes "
+                                   "SWEEP/report.json, SWEEP/report.md and SWEEP/curves_TASK.png. Works on a sweep "
+                                   "still running.")
     p.add_argument("sweep", type=Path, help="sweep folder written by dwc sweep")
+    p.add_argument("--baseline", metavar="CONFIG", action="append",
+                   help="compare every other config with CONFIG only (repeat for several baselines); default: "
+                        "each config against each earlier comparable config of the spec")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def cmd_report(args) -> int:
-    from .report import LEGEND, report, table
-    rep = report(args.sweep)
+    from .report import report, text
+    rep = report(args.sweep, baselines=args.baseline)
     if args.json:
         print(json.dumps(rep, indent=2))
         return 0
-    print(table(rep["rows"]))
-    print(f"\n{LEGEND}\n{rep['runs_finished']}/{rep['runs_planned']} runs finished"
+    print(text(rep))
+    print(f"\n{rep['runs_finished']}/{rep['runs_planned']} runs finished"
           + (f"; failed: {', '.join(rep['failed'])}" if rep["failed"] else "")
           + f"\nwritten: {args.sweep / 'report.json'}, {args.sweep / 'report.md'}, " + ", ".join(rep["curves"]))
     return 0

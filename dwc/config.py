@@ -134,7 +134,7 @@ def config_from_options(options: dict, where: str = "option") -> TrainConfig:
     cfg = TrainConfig()
     for name, value in options.items():
         if name not in OPTIONS:
-            raise UserError(f"unknown {where} {name!r}; known: {', '.join(sorted(OPTIONS))}")
+            raise UserError(f"unknown {where} {name!r}; known options: {', '.join(sorted(OPTIONS))}")
         section = getattr(cfg, OPTIONS[name]) if OPTIONS[name] else cfg
         default = getattr(section, name)
         if type(default) is float and type(value) is int:

@@ -10,19 +10,19 @@ its 95% bootstrap CI).
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 from . import stats
 from .errors import UserError
-from .rl.run import CONFIG, METRICS, episode_returns, write_json
+from .rl.run import CONFIG, LEGS, METRICS, episode_returns, write_json
 
 # per-run figures summarised over seeds
 FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "lut4_sites", "ir_luts", "comparators", "fmax_mhz",
            "latency_cycles")
 RETURNS = ("float_return", "frozen_return", "rtl_return")  # these get IQMs, CIs and comparisons
+RETURN_NAMES = {"float_return": "float", "frozen_return": "frozen", "rtl_return": "hardware"}
 CURVE_POINTS = 50
 
 
@@ -34,12 +34,32 @@ def quartiles(values: list[float]) -> dict | None:
     return {"median": float(med), "q1": float(q1), "q3": float(q3), "n": len(values)}
 
 
-def _precision(run_dir: Path) -> str | None:
-    """The run's --precision as its config.json records it (None when it cannot be read)."""
+# what a comparison holds apart from the treatment: the budget (paired on separately), the seed (the
+# pairing key), the task, and where a run ran
+NOT_TREATMENT = {"env", "seed", "steps", "precision", "device", "cuda_graphs", "threads", "checkpoint_every",
+                 "eval_episodes"}
+
+
+def _options(cfg: dict) -> dict:
+    """The options of a run's config.json that decide what it trains, other than its precision:
+    two configs whose runs differ in none of these differ in precision alone."""
+    return {k: v for k, v in cfg.items() if k not in NOT_TREATMENT}
+
+
+def _run_config(run_dir: Path) -> dict:
+    """The run's config.json, with "precision" as it trained: --precision auto resolves per machine,
+    so it is read from the legs the run recorded (joined with "+" if its legs differ)."""
     try:
-        return json.loads((run_dir / "run" / CONFIG).read_text()).get("precision")
+        cfg = json.loads((run_dir / "run" / CONFIG).read_text())
     except (OSError, ValueError):
-        return None
+        return {}
+    if cfg.get("precision") == "auto":
+        try:
+            legs = json.loads((run_dir / "run" / LEGS).read_text())
+            cfg["precision"] = "+".join(dict.fromkeys(leg["precision"] for leg in legs)) or "auto"
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # runs from before legs.json: "auto", compared as written
+    return cfg
 
 
 def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
@@ -54,8 +74,9 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
     for rid, rec in state["runs"].items():
         p = sweep_dir / rec["dir"] / "result.json"
         if p.exists():
+            cfg = _run_config(sweep_dir / rec["dir"])
             results.append(dict(json.loads(p.read_text()), dir=str(sweep_dir / rec["dir"]),
-                                precision=_precision(sweep_dir / rec["dir"])))
+                                precision=cfg.get("precision"), options=_options(cfg)))
     return state, results
 
 
@@ -90,16 +111,7 @@ def _cell(q: dict | None, fmt: str = "{:.1f}") -> str:
     return f"{fmt.format(q['median'])} [{fmt.format(q['q1'])}, {fmt.format(q['q3'])}]"
 
 
-def table(rows: list[dict], markdown: bool = False) -> str:
-    head = ["task", "config", "seeds", "steps", "float return", "frozen return", "hardware return", "LUTs", "Fmax MHz"]
-    body = []
-    for r in rows:
-        hw = _cell(r["rtl_return"])
-        if r["rtl_equals_frozen"] is False:
-            hw += " (DIFFERS from frozen)"
-        body.append([r["task"], r["config"], f"{len(r['seeds'])}/{r['planned']}", str(r["train_steps"] or "-"),
-                     _cell(r["float_return"]), _cell(r["frozen_return"]), hw,
-                     _cell(r["luts"] or r["ir_luts"], "{:.0f}"), _cell(r["fmax_mhz"])])
+def _grid(head: list[str], body: list[list[str]], markdown: bool) -> str:
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         return "\n".join(lines + ["| " + " | ".join(b) + " |" for b in body])
@@ -108,11 +120,139 @@ def table(rows: list[dict], markdown: bool = False) -> str:
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
 
 
-LEGEND = ("median [25th, 75th percentile] over seeds of each run's mean deterministic return; float = the "
-          "trained policy and frozen = its integer circuit (reference executor), over the evaluation "
-          "episodes; hardware = the Verilog in Verilator, closed loop, over the same episodes (or the first "
-          "hardware.episodes of them; flagged if it differs from the frozen circuit's on any); LUTs = "
-          "synthesised LUTs (IR LUTs without a synthesis target).")
+def table(rows: list[dict], markdown: bool = False) -> str:
+    """Returns as IQM [95% CI] (median [quartiles] for rows aggregated without intervals), LUTs, Fmax."""
+    ret = lambda q: stats.fmt(q) if q and "iqm" in q else _cell(q)
+    head = ["task", "config", "seeds", "steps", "float return", "frozen return", "hardware return", "LUTs", "Fmax MHz"]
+    body = []
+    for r in rows:
+        hw = ret(r["rtl_return"])
+        if r["rtl_equals_frozen"] is False:
+            hw += " (DIFFERS from frozen)"
+        body.append([r["task"], r["config"], f"{len(r['seeds'])}/{r['planned']}", str(r["train_steps"] or "-"),
+                     ret(r["float_return"]), ret(r["frozen_return"]), hw,
+                     _cell(r["luts"] or r["ir_luts"], "{:.0f}"), _cell(r["fmax_mhz"])])
+    return _grid(head, body, markdown)
+
+
+def spread_table(rows: list[dict], markdown: bool = False) -> str:
+    """The returns' median [25th, 75th percentile] over seeds."""
+    head = ["task", "config", "float return", "frozen return", "hardware return"]
+    return _grid(head, [[r["task"], r["config"]] + [_cell(r[k]) for k in RETURNS] for r in rows], markdown)
+
+
+def comparison_table(comps: list[dict], markdown: bool = False) -> str:
+    def note(c: dict) -> str:  # with n = 0 the note already says why nothing paired
+        return "; ".join(([c["note"]] if c["note"] else []) + [f"not paired: {u}" for u in c.get("unpaired", []) if c["n"]])
+
+    head = ["task", "config", "vs", "return", "steps", "precision", "paired seeds", "IQM ratio [95% CI]",
+            "P(config > baseline) [95% CI]", "note"]
+    join = lambda xs: "/".join(map(str, xs)) or "-"
+    body = [[c["task"], c["config"], c["baseline"], RETURN_NAMES.get(c["figure"], "-"), join(c.get("train_steps", [])),
+             join(c.get("precision", [])), join(c["seeds"]), stats.fmt(c, "ratio", "{:.3f}"),
+             stats.fmt(c, "p_improvement", "{:.2f}"), note(c)] for c in comps]
+    return _grid(head, body, markdown)
+
+
+LEGEND = ("Returns: each run's mean deterministic return over the evaluation episodes; IQM [95% CI] = their "
+          "interquartile mean over seeds with a 95% stratified-bootstrap percentile CI (rliable, "
+          f"{stats.REPS} resamples, fixed seed; below {stats.MIN_SEEDS} seeds no CI: \"n = k, no CI\"); spread = "
+          "their median [25th, 75th percentile]. float = the trained policy and frozen = its integer circuit "
+          "(reference executor), over the evaluation episodes; hardware = the Verilog in Verilator, closed loop, "
+          "over the same episodes (or the first hardware.episodes of them; flagged if it differs from the frozen "
+          "circuit's on any); LUTs = synthesised LUTs (IR LUTs without a synthesis target), Fmax: median "
+          "[25th, 75th percentile].")
+
+
+def config_order(state: dict) -> list[str]:
+    """Config names in the spec's order (dwc sweep lists sweep.json's runs in it)."""
+    return list(dict.fromkeys(rec["config"] for rec in state["runs"].values()))
+
+
+RULE = ("Each config is compared with every config before it in the spec (the earlier one is the baseline) that "
+        "it shares its training precision with, or differs from in precision alone, so one comparison never mixes "
+        "two treatments; --baseline NAME keeps the comparisons with NAME. On each task runs pair by seed, and only "
+        "when both trained for the same steps; ratio = IQM(config) / IQM(baseline) over the paired seeds with a "
+        "95% paired-bootstrap CI; P(config > baseline) = rliable's probability of improvement with a 95% "
+        f"bootstrap CI; no CI below {stats.MIN_SEEDS} paired seeds.")
+
+
+def check_baselines(state: dict, baselines: list[str] | None) -> list[str]:
+    """The configs named by --baseline, checked against the sweep's."""
+    order = config_order(state)
+    for b in baselines or []:
+        if b not in order:
+            raise UserError(f"--baseline {b!r}: no such config in this sweep (configs: {', '.join(order)})")
+    return list(baselines or [])
+
+
+def comparable(runs: list[dict], base: list[dict]) -> str | None:
+    """Why two configs' runs cannot be compared (None when they can): they must share the training
+    precision, or differ in it alone."""
+    precisions = {r.get("precision") for r in runs}, {b.get("precision") for b in base}
+    if len(precisions[0] | precisions[1]) == 1:
+        return None
+    options = [{json.dumps(r.get("options"), sort_keys=True) for r in rs} for rs in (runs, base)]
+    if options[0] == options[1] and len(options[0]) == 1:
+        return None
+    return (f"precision {'/'.join(sorted(map(str, precisions[0])))} vs {'/'.join(sorted(map(str, precisions[1])))} "
+            "and other options differ too: two treatments at once")
+
+
+def pair_runs(runs: list[dict], baseline: list[dict], key: str) -> tuple[dict, dict, list[str]]:
+    """Seed -> ``key`` of ``runs`` and of the ``baseline`` runs they pair with (same seed and
+    train_steps), and why each other seed of ``runs`` that has the figure is not paired."""
+    base = {b["seed"]: b for b in baseline if b.get(key) is not None}
+    mine, theirs, why = {}, {}, {}
+    for r in runs:
+        if r.get(key) is None:
+            continue
+        b = base.get(r["seed"])
+        if b is None:
+            reason = "no baseline run of this seed"
+        elif r["train_steps"] != b["train_steps"]:
+            reason = f"{r['train_steps']} steps, the baseline {b['train_steps']}"
+        else:
+            mine[r["seed"]], theirs[r["seed"]] = r[key], b[key]
+            continue
+        why.setdefault(reason, []).append(r["seed"])
+    return mine, theirs, [f"seed{'s' * (len(s) > 1)} {', '.join(map(str, s))}: {reason}" for reason, s in why.items()]
+
+
+def comparisons(state: dict, results: list[dict], baselines: list[str] | None = None) -> list[dict]:
+    """Per task, each config against each comparable earlier config of the spec (or against the
+    ``baselines`` named), per return figure both have, over paired seeds (:func:`pair_runs`,
+    :func:`dwc.stats.compare_paired`); n = 0 and a note where none pair. See RULE."""
+    out, order = [], config_order(state)
+    for task in dict.fromkeys(rec["task"] for rec in state["runs"].values()):
+        runs = {c: sorted((r for r in results if (r["task"], r["config"]) == (task, c)), key=lambda r: r["seed"])
+                for c in order}
+        for i, config in enumerate(order):
+            for base in (baselines if baselines else order[:i]):
+                if base == config or not runs[config]:
+                    continue
+                entry = {"task": task, "config": config, "baseline": base}
+                if not runs[base]:
+                    if baselines:
+                        out.append({**entry, "figure": None, "seeds": [], "n": 0,
+                                    "note": "the baseline has no finished run of this task"})
+                    continue
+                if (why := comparable(runs[config], runs[base])) is not None:
+                    if baselines:  # asked for: say why not
+                        out.append({**entry, "figure": None, "seeds": [], "n": 0, "note": f"not compared: {why}"})
+                    continue
+                for key in RETURNS:
+                    has = lambda rs: [r for r in rs if r.get(key) is not None]
+                    if not has(runs[config]) or not has(runs[base]):
+                        continue  # a figure one of the two does not have (a float MLP has no circuit)
+                    mine, theirs, unpaired = pair_runs(runs[config], runs[base], key)
+                    paired = [r for r in runs[config] if r["seed"] in mine] or has(runs[config])
+                    out.append({**entry, "figure": key, "train_steps": sorted({r["train_steps"] for r in paired}),
+                                "precision": sorted({str(r.get("precision")) for r in paired}),
+                                **(stats.compare_paired(mine, theirs) if mine else
+                                   {"seeds": [], "n": 0, "note": "not paired: " + "; ".join(unpaired)}),
+                                "unpaired": unpaired})
+    return out
 
 
 def curve(metrics: Path, grid: np.ndarray) -> np.ndarray:
@@ -144,16 +284,15 @@ def plot_curves(sweep_dir: Path, results: list[dict]) -> list[str]:
         for config in dict.fromkeys(r["config"] for r in rs):
             runs = [r for r in rs if r["config"] == config]
             grid = np.linspace(0, max(r["train_steps"] for r in runs), CURVE_POINTS + 1)[1:]
-            ys = np.array([curve(Path(r["dir"]) / "run" / METRICS, grid) for r in runs])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells before the first episode
-                q1, med, q3 = np.nanpercentile(ys, [25, 50, 75], axis=0)
-            line, = ax.plot(grid, med, lw=1.5, label=f"{config} ({len(runs)} seeds)")
-            if len(runs) > 1:
-                ax.fill_between(grid, q1, q3, color=line.get_color(), alpha=0.2, lw=0)
+            band = stats.curve_band([curve(Path(r["dir"]) / "run" / METRICS, grid) for r in runs])
+            label = f"{config} ({band['note'] or f'{len(runs)} seeds'})"
+            line, = ax.plot(grid, band["median"], lw=1.5, label=label)
+            if band["ci_low"] is not None:
+                ax.fill_between(grid, band["ci_low"], band["ci_high"], color=line.get_color(), alpha=0.2, lw=0)
         ax.set_xlabel("env steps")
         ax.set_ylabel("episodic return (training)")
-        ax.set_title(f"{task}: median over seeds, band = quartiles", fontsize=9)
+        ax.set_title(f"{task}: median over seeds, band = its 95% bootstrap CI (from {stats.MIN_SEEDS} seeds)",
+                     fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()
@@ -164,16 +303,29 @@ def plot_curves(sweep_dir: Path, results: list[dict]) -> list[str]:
     return paths
 
 
-def report(sweep_dir: Path) -> dict:
+def text(rep: dict, markdown: bool = False) -> str:
+    """The report's tables, its comparison rule and legend, as report.md and dwc report print them."""
+    comps = comparison_table(rep["comparisons"], markdown) if rep["comparisons"] else "(nothing to compare)"
+    return "\n".join([
+        "Returns: IQM over seeds [95% CI]", "", table(rep["rows"], markdown), "",
+        "Spread of the returns over seeds: median [25th, 75th percentile]", "", spread_table(rep["rows"], markdown), "",
+        "Comparisons. " + rep["baseline_rule"], "", comps, "", rep["legend"]])
+
+
+def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
+    """SWEEP/report.json, report.md and the curves; ``baselines``: the configs the others are compared
+    with (default: see RULE)."""
     sweep_dir = Path(sweep_dir)
     state, results = load_runs(sweep_dir)
-    rows = aggregate(state, results)
+    baselines = check_baselines(state, baselines)  # a bad --baseline fails before seconds of bootstrap
+    rows = aggregate(state, results, intervals=True)
     failed = {rid: rec.get("error") for rid, rec in state["runs"].items() if rec.get("state") == "failed"}
     curves = plot_curves(sweep_dir, results)
     rep = {"sweep": str(sweep_dir), "runs_planned": len(state["runs"]), "runs_finished": len(results),
-           "failed": failed, "rows": rows, "curves": curves, "legend": LEGEND}
+           "failed": failed, "rows": rows, "baselines": baselines or None, "baseline_rule": RULE,
+           "comparisons": comparisons(state, results, baselines), "curves": curves, "legend": LEGEND}
     write_json(sweep_dir / "report.json", rep)
-    md = [f"# Sweep {sweep_dir.name}", "", table(rows, markdown=True), "", LEGEND, ""]
+    md = [f"# Sweep {sweep_dir.name}", "", text(rep, markdown=True), ""]
     md += [f"![{Path(c).stem}]({Path(c).name})" for c in curves]
     (sweep_dir / "report.md").write_text("\n".join(md) + "\n")
     return rep

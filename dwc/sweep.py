@@ -111,7 +111,7 @@ class Spec:
         jobs = []
         # seed-major: the configs of one seed are queued together, so paired comparisons fill in seed by seed
         for task, seed, (name, opts) in itertools.product(self.tasks, self.seeds, self.configs.items()):
-            cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"{self.path}: config {name}: option")
+            cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"option in {self.path}, config {name}:")
             cfg.threads = int(self.resources["cpus_per_run"])
             hw = self.hardware if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit
             jobs.append(Job(f"{task}/{name}/seed{seed}", task, name, seed, out / "runs" / task / name / f"seed{seed}",
@@ -141,7 +141,10 @@ def load_spec(path: Path) -> Spec:
     except FileNotFoundError:
         raise UserError(f"no sweep spec at {path}") from None
     except yaml.YAMLError as e:
-        raise UserError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+        mark = getattr(e, "problem_mark", None)  # where the parser stopped (0-based)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UserError(f"{path} is not valid YAML{at}: {what}") from None
     if not isinstance(raw, dict):
         raise UserError(f"{path}: expected a mapping with tasks, seeds, steps, configs")
     if unknown := set(raw) - SPEC_KEYS:

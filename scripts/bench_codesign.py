@@ -12,10 +12,12 @@ with `dwc train --algo distill`) go through the same compile/verify/synth and jo
 steps shown apart (steps A+B), and is compared with its teacher when the teacher is a row too.
 
 Printed: one row per config with the median frozen return, LUTs (and on ECP5 LUT4 sites: LUT4s plus
-the two per carry cell), Fmax, latency; for LUT4 rows, ratios to a LUT6 circuit of the same task and
-training budget (the LUT6 config of the same width, else the first LUT6 row) and whether it is on the
-Pareto frontier of (return up, LUTs down) among runs of its budget; the issue's target (ECP5: >= 0.95x the LUT6 return with <= 1/3 of its
-LUTs at >= 150 MHz) is checked on every LUT4 row. JSON and PNG next to the sweep.
+the two per carry cell), Fmax, latency; for LUT4 rows, the comparison with a LUT6 circuit chosen by
+REFERENCE_RULE (same task, training budget and precision, paired by seed): the ratio of frozen-return
+IQMs with a 95% paired-bootstrap CI, P(LUT4 > LUT6) with its CI (dwc.stats; no CI below 5 paired
+seeds), the LUT and LUT4-site ratios; and whether it is on the Pareto frontier of (return up, LUTs
+down) among runs of its budget; the issue's target (ECP5: >= 0.95x the LUT6 return with <= 1/3 of its
+LUTs at >= 150 MHz) is checked on every LUT4 row (on the IQM ratio). JSON and PNG next to the sweep.
 
   .venv/bin/python scripts/bench_codesign.py --tasks InvertedPendulum-v5 --steps 10000 --widths 64 256
   .venv/bin/python scripts/bench_codesign.py --tasks Hopper-v5 InvertedPendulum-v5 --steps 300000 \\
@@ -30,6 +32,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RETURN, TARGET_LUTS, TARGET_MHZ = 0.95, 1 / 3, 150.0
+REFERENCE_RULE = ("each LUT4 row is compared with one LUT6 row of the same task whose runs pair with its own by seed, "
+                  "training budget and precision: its LUT6 twin (lut6 + the same width and comparator budget) or, "
+                  "for a distilled circuit, its teacher; else the one with the most paired seeds, ties broken by "
+                  "config name. return x = IQM(LUT4) / IQM(LUT6) of the frozen returns over the paired seeds with a "
+                  "95% paired-bootstrap CI; P(>LUT6) = the probability of improvement with its 95% bootstrap CI "
+                  "(rliable); no CI below 5 paired seeds.")
 
 
 def spec_text(args) -> str:
@@ -80,41 +88,69 @@ def reference_point(run: Path, out: Path, args) -> dict:
         teacher = teacher_summary(cfg.distill.teacher)
         row.update(train_steps=teacher["train_steps"], distill_steps=s["train_steps"],
                    distilled_from=Path(teacher["path"]).name)
+    row["runs"] = [{"seed": cfg.seed, "train_steps": row["train_steps"], "precision": cfg.precision,
+                    "frozen_return": row["frozen"]}]
     return row
 
 
 def points(sweep_dir: Path) -> list[dict]:
-    """One point per (task, config) that has synthesised runs: medians over its seeds."""
+    """One point per (task, config) that has synthesised runs: medians over its seeds, and its runs'
+    seed, budget, precision and frozen return for the paired comparisons."""
     from dwc.report import aggregate, load_runs
     state, results = load_runs(sweep_dir)
     med = lambda q: None if q is None else q["median"]
+    runs = lambda r: [{k: x.get(k) for k in ("seed", "train_steps", "precision", "frozen_return")}
+                      for x in sorted(results, key=lambda x: x["seed"]) if (x["task"], x["config"]) == (r["task"], r["config"])]
     return [{"task": r["task"], "config": r["config"], "arity": int(r["config"][3]), "frozen": med(r["frozen_return"]),
              "luts": med(r["luts"]), "lut4_sites": med(r["lut4_sites"]), "fmax_mhz": med(r["fmax_mhz"]), "latency_cycles": med(r["latency_cycles"]),
              "comparators": med(r["comparators"]), "ir_luts": med(r["ir_luts"]), "train_steps": r["train_steps"],
-             "seeds": len(r["seeds"])}
+             "seeds": len(r["seeds"]), "runs": runs(r)}
             for r in aggregate(state, results) if r["seeds"] and r["luts"] is not None]
 
 
+def _runs(row: dict) -> list[dict]:
+    """A row's runs; a row without them (made by hand) is one run of unknown seed and precision."""
+    return row.get("runs") or [{"seed": None, "train_steps": row["train_steps"], "precision": row.get("precision"),
+                                "frozen_return": row["frozen"]}]
+
+
 def compare(rows: list[dict]) -> None:
-    """Each LUT4 row against a LUT6 circuit of the same task and training budget: the sweep's LUT6
-    config of the same width and comparator budget, else the first such LUT6 row (e.g. a reference
-    run); ratios of return, LUTs and LUT4 sites, and the issue's target. Pareto flags."""
+    """Each LUT4 row against the LUT6 row REFERENCE_RULE picks: the paired comparison of frozen
+    returns (dwc.stats.compare_paired), ratios of LUTs and LUT4 sites, and the issue's target (on
+    the IQM ratio); ``reference_note`` where no LUT6 row pairs. Pareto flags."""
+    from dwc.report import pair_runs
+    from dwc.stats import compare_paired
     for r in rows:
         if r["arity"] != 4:
             continue
-        peers = [x for x in rows if x["task"] == r["task"] and x["arity"] == 6 and x["train_steps"] == r["train_steps"]]
-        same = [x for x in peers if x["config"] == "lut6" + r["config"][len("lut4"):]
-                or (r.get("distilled_from") and x["config"].endswith(f"({r['distilled_from']})"))]  # its teacher
-        ref = same[0] if same else peers[0] if peers else None
-        if ref is None:
+        paired = []  # (LUT6 row, seed -> LUT4 return, seed -> LUT6 return) of each LUT6 row with a paired seed
+        for x in rows:
+            if x["task"] == r["task"] and x["arity"] == 6:
+                # the architecture is the treatment: a LUT6 run pairs only at the LUT4 run's precision
+                same = {(a["seed"], a["precision"]) for a in _runs(r)}
+                mine, theirs, _ = pair_runs(_runs(r), [b for b in _runs(x) if (b["seed"], b["precision"]) in same],
+                                            "frozen_return")
+                if mine:
+                    paired.append((x, mine, theirs))
+        if not paired:
+            r["reference_note"] = "no LUT6 row of this task with runs of the same seed, budget and precision"
             continue
+        twin = lambda x: (x["config"] == "lut6" + r["config"][len("lut4"):]
+                          or bool(r.get("distilled_from") and x["config"].endswith(f"({r['distilled_from']})")))
+        ref, mine, theirs = min(paired, key=lambda p: (not twin(p[0]), -len(p[1]), p[0]["config"]))
+        c = compare_paired(mine, theirs)
         r["vs"] = ref["config"]
-        r["return_ratio"] = r["frozen"] / ref["frozen"] if ref["frozen"] else None
+        r.update(return_ratio=c["ratio"], return_ratio_ci_low=c["ratio_ci_low"], return_ratio_ci_high=c["ratio_ci_high"],
+                 p_improvement=c["p_improvement"], p_improvement_ci_low=c["p_improvement_ci_low"],
+                 p_improvement_ci_high=c["p_improvement_ci_high"], paired_seeds=c["seeds"], n=c["n"], note=c["note"])
         r["lut_ratio"] = r["luts"] / ref["luts"]
         if r.get("lut4_sites") and ref.get("lut4_sites"):
             r["site_ratio"] = r["lut4_sites"] / ref["lut4_sites"]
-        r["meets_target"] = (r["return_ratio"] is not None and r["return_ratio"] >= TARGET_RETURN
-                             and r["lut_ratio"] <= TARGET_LUTS and (r["fmax_mhz"] or 0) >= TARGET_MHZ)
+        # met only when the ratio's whole CI clears the target; without a CI (n < 5) unproven (None)
+        hw_ok = r["lut_ratio"] <= TARGET_LUTS and (r["fmax_mhz"] or 0) >= TARGET_MHZ
+        low = r["return_ratio_ci_low"]
+        r["meets_target"] = (False if not hw_ok or r["return_ratio"] is None or r["return_ratio"] < TARGET_RETURN
+                             else None if low is None else low >= TARGET_RETURN)
     for r in rows:
         r["pareto"] = not any(x is not r and x["task"] == r["task"] and x["train_steps"] == r["train_steps"]
                               and x["frozen"] >= r["frozen"]
@@ -123,22 +159,29 @@ def compare(rows: list[dict]) -> None:
 
 
 def table(rows: list[dict]) -> str:
+    from dwc.stats import fmt
     num = lambda v, f="{:.0f}": "-" if v is None else f.format(v)
     steps = lambda r: f"{r['train_steps']}" + (f"+{r['distill_steps']}" if r.get("distill_steps") else "")
+    vs = lambda r, key: fmt(r, key, "{:.2f}") if "vs" in r else "-"  # with its CI, or "(n = k, no CI)"
     head = ["task", "config", "seeds", "steps", "frozen return", "LUTs", "LUT4 sites", "comparators", "Fmax MHz",
-            "latency", "vs", "return x", "LUTs x", "sites x", "Pareto", "target"]
+            "latency", "vs", "paired", "return x [95% CI]", "P(>LUT6) [95% CI]", "LUTs x", "sites x", "Pareto", "target"]
     body = [[r["task"], r["config"], str(r["seeds"]), steps(r), f"{r['frozen']:.1f}", f"{r['luts']:.0f}",
              num(r.get("lut4_sites")), "-" if r["comparators"] is None else f"{r['comparators']:.0f}",
              "-" if r["fmax_mhz"] is None else f"{r['fmax_mhz']:.1f}",
              "-" if r["latency_cycles"] is None else f"{r['latency_cycles']:.0f}",
-             r.get("vs", "-"), f"{r['return_ratio']:.2f}" if r.get("return_ratio") is not None else "-",
+             r.get("vs", "-"), str(r.get("n", "-")), vs(r, "return_ratio"), vs(r, "p_improvement"),
              f"{r['lut_ratio']:.2f}" if r.get("lut_ratio") is not None else "-", num(r.get("site_ratio"), "{:.2f}"),
              "*" if r["pareto"] else "",
-             {True: "MET", False: "no"}.get(r.get("meets_target"), "-")] for r in rows]
+             {True: "MET", False: "no"}.get(r.get("meets_target"), "unproven (no CI)" if "vs" in r else "-")]
+            for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     notes = ["steps A+B: a distilled circuit (dwc train --algo distill): its teacher's A SAC steps, then B env "
              "steps of its own (DAgger, no reward)"] if any(r.get("distill_steps") for r in rows) else []
+    notes += [f"{r['config']}: {r['reference_note']}" for r in rows if r.get("reference_note")]
+    notes += [f"vs: {REFERENCE_RULE}"] if any(r["arity"] == 4 for r in rows) else []
+    notes += [f"target: return ratio >= {TARGET_RETURN} over the whole 95% CI (so >= 5 paired seeds), LUTs <= "
+              f"{TARGET_LUTS:.2f}x, Fmax >= {TARGET_MHZ:.0f} MHz"] if any("vs" in r for r in rows) else []
     return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body] + notes)
 
 
@@ -213,7 +256,8 @@ def main() -> int:
     print(table(rows))
     if failed:
         print(f"failed runs (see {args.out}/sweep.json): {', '.join(failed)}")
-    (args.out / "codesign.json").write_text(json.dumps({"target": args.target, "rows": rows}, indent=2) + "\n")
+    (args.out / "codesign.json").write_text(json.dumps({"target": args.target, "reference_rule": REFERENCE_RULE,
+                                                        "rows": rows}, indent=2) + "\n")
     plot(rows, args.out / "codesign.png", args.target)
     print(f"written: {args.out / 'codesign.json'}, {args.out / 'codesign.png'}")
     return 1 if failed else 0

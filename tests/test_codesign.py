@@ -136,7 +136,8 @@ def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget(
             row("lut4-w16", 4, 20, 400.0, 50)]  # would dominate lut4-w32 were budgets mixed
     bench.compare(rows)
     by = {r["config"]: r for r in rows}
-    assert by["lut4-w128-c96 (long)"]["vs"] == "lut6-w256 (ref)" and by["lut4-w128-c96 (long)"]["meets_target"]
+    # within the hardware targets and above the return ratio, but one seed has no CI: unproven, not met
+    assert by["lut4-w128-c96 (long)"]["vs"] == "lut6-w256 (ref)" and by["lut4-w128-c96 (long)"]["meets_target"] is None
     assert by["lut4-w128-c96 (long)"]["site_ratio"] == pytest.approx(700 / 2400)
     assert not by["lut4-w256 (long)"]["meets_target"]  # 0.5x the LUTs
     assert not by["lut4-w128-c96 (slow)"]["meets_target"]  # below 150 MHz

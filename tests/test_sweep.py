@@ -57,7 +57,7 @@ hardware: {target: none, episodes: 1}
 
 
 @pytest.mark.parametrize("text, message", [
-    ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {widht: 3}}", "unknown"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {widht: 3}}", "unknown option in .*config a: 'widht'"),
     ("tasks: [NoSuchEnv-v0]\nseeds: 1\nconfigs: {a: {}}", "NoSuchEnv-v0"),
     ("tasks: [InvertedPendulum-v5]\nseeds: 0\nconfigs: {a: {}}", "seeds"),
     ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {width: big}}", "expected int"),
@@ -67,7 +67,7 @@ hardware: {target: none, episodes: 1}
     ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {}}\nresources: {gpus: 1}", "unknown"),
     ("tasks: [InvertedPendulum-v5]\nseeds: 1\noptions: {seed: 3}\nconfigs: {a: {}}", "seed"),
     ("tasks: [InvertedPendulum-v5]\nseeds: 1", "missing 'configs'"),
-    ("tasks: [a\n", "not valid YAML"),
+    ("tasks: [a\n", r"not valid YAML \(line 2, column 1\)"),
 ])
 def test_spec_errors_are_one_line(tmp_path, capsys, text, message):
     spec = write_spec(tmp_path / "s.yaml", text)

@@ -192,6 +192,9 @@ def test_a_torn_metrics_line_does_not_stop_resume(tmp_path):
     steps = [json.loads(l)["step"] for l in lines]  # every line parses again
     assert steps == sorted(steps) and 200 < steps[-1] <= 300  # the resumed leg logged on after the tear
     assert json.loads((run / "eval.json").read_text())["train_steps"] == 300
+    legs = json.loads((run / "legs.json").read_text())  # what each leg resolved (--precision auto)
+    assert [leg["from_step"] for leg in legs] == [0, 200] and {leg["precision"] for leg in legs} <= {"float32",
+                                                                                                     "bfloat16"}
 
 
 def test_cli_errors_on_damaged_runs(tmp_path):

@@ -8,6 +8,7 @@ Layout (a stable interface later stages read)::
     RUN/tb/                TensorBoard event files
     RUN/eval.json          the final deterministic evaluation
     RUN/commands.txt       every command line that trained this run (one per leg: start, resumes)
+    RUN/legs.json          per leg, the device and precision it resolved (--device/--precision auto)
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from ..errors import UserError
 CHECKPOINT = "checkpoint.pt"
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
+LEGS = "legs.json"
 COMMANDS = "commands.txt"
 
 
@@ -130,6 +132,14 @@ class RunDir:
         self.tb = SummaryWriter(str(self.path / "tb"), purge_step=self.start_step or None)
         self.progress = progress
         self.bar = None
+
+    def record_leg(self, **facts) -> None:
+        """RUN/legs.json: what each start of this run (the first, then every resume) trained with, as
+        resolved on its machine (--precision auto, --device auto), from which step."""
+        p = self.path / LEGS
+        legs = json.loads(p.read_text()) if p.exists() else []
+        legs = [leg for leg in legs if leg["from_step"] < self.start_step]  # legs a crash discarded go
+        write_json(p, legs + [dict(from_step=self.start_step, **facts)])
 
     def _truncate_metrics(self, step: int) -> None:
         """Keep only metrics up to the checkpoint, so a resumed run never logs a step twice (a line

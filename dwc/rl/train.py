@@ -10,8 +10,8 @@ from ..errors import UserError
 from ..models import build_actor
 from .common import actor_act_fn, evaluate, keep_freed_memory, resolve_device, resolve_precision
 from .envs import check_env_id
-from .run import (CHECKPOINT, COMMANDS, RunDir, learning_curve_png, load_checkpoint, load_config, seed_everything,
-                  write_json)
+from .run import (CHECKPOINT, COMMANDS, LEGS, RunDir, learning_curve_png, load_checkpoint, load_config,
+                  seed_everything, write_json)
 
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse training seeds
 
@@ -33,6 +33,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU thread(s)"
     log(f"training {cfg.algo} {cfg.actor.policy} on {cfg.env}: device {device} ({where}), "
           f"{str(precision).removeprefix('torch.')} matmuls")
+    run.record_leg(device=str(device), where=where, precision=str(precision).removeprefix("torch."))
     try:
         if run.start_step >= cfg.steps:
             log(f"{out}: already at step {run.start_step} >= --steps {cfg.steps}; evaluating only")
@@ -79,7 +80,7 @@ def export_policy(run_dir: Path, out: Path) -> dict:
             "obs_dim": actor.normalizer.mean.numel(), "act_dim": actor.action_scale.numel()}
     torch.save(slim, out / CHECKPOINT)
     write_json(out / "config.json", cfg.to_dict())
-    for name in ("eval.json", "metrics.jsonl", COMMANDS):
+    for name in ("eval.json", "metrics.jsonl", COMMANDS, LEGS):
         if (run_dir / name).exists():
             shutil.copy2(run_dir / name, out / name)
     if (out / "metrics.jsonl").exists():

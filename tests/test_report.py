@@ -1,0 +1,203 @@
+"""dwc.stats (IQM, bootstrap CIs, paired comparisons, through rliable) and what dwc report and
+scripts/bench_codesign.py make of them, on a sweep folder written by hand: CIs per config, the stated
+baseline rule, pairing by seed, budget and precision, no CI below 5 seeds."""
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from dwc import stats
+from dwc.cli import main
+from dwc.errors import UserError
+from dwc.report import report
+
+
+def test_summarize_gives_the_iqm_and_a_ci_around_it():
+    x = [1.0, 2.0, 3.0, 4.0, 5.0, 100.0]
+    s = stats.summarize(x)
+    assert s["iqm"] == pytest.approx(scipy.stats.trim_mean(x, 0.25)) and s["iqm"] == pytest.approx(3.5)
+    assert (s["n"], s["median"], s["q1"], s["q3"], s["note"]) == (6, 3.5, 2.25, 4.75, None)
+    assert s["ci_low"] <= s["iqm"] <= s["ci_high"] and s["ci_low"] < s["ci_high"]
+    assert s["median_ci_low"] <= s["median"] <= s["median_ci_high"] and s["median_ci_low"] < s["median_ci_high"]
+    y = np.random.default_rng(0).normal(1000, 200, 12)
+    t = stats.summarize(y)
+    assert t["iqm"] == pytest.approx(scipy.stats.trim_mean(y, 0.25)) and t["ci_low"] < t["iqm"] < t["ci_high"]
+    # reproducible whatever numpy's global RNG holds, which is left as it was
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    assert stats.summarize(y) == t and (np.random.get_state()[1] == before).all()
+    assert stats.fmt(t) == f"{t['iqm']:.1f} [{t['ci_low']:.1f}, {t['ci_high']:.1f}]"
+
+
+def test_fewer_than_five_seeds_keep_the_point_estimates_without_ci():
+    s = stats.summarize([3.0, 1.0])
+    assert (s["iqm"], s["median"], s["n"]) == (2.0, 2.0, 2) and s["note"] == "n = 2, no CI"
+    assert s["ci_low"] is s["ci_high"] is s["median_ci_low"] is s["median_ci_high"] is None
+    assert stats.fmt(s) == "2.0 (n = 2, no CI)"
+    for bad in ([], [1.0, float("nan")]):
+        with pytest.raises(UserError):
+            stats.summarize(bad)
+
+
+def test_compare_paired_pairs_common_seeds_only():
+    base = {s: float(v) for s, v in enumerate(np.random.default_rng(1).uniform(10, 20, 6), 1)}
+    twice = {s: 2 * v for s, v in base.items()}
+    c = stats.compare_paired({**twice, 9: 1e6}, {**base, 7: 0.0})  # seeds 9 and 7 have no partner
+    assert c["seeds"] == [1, 2, 3, 4, 5, 6] and c["n"] == 6 and c["note"] is None
+    # every paired resample is exactly 2x: the paired bootstrap's ratio CI collapses on 2
+    assert c["ratio"] == 2.0 and (c["ratio_ci_low"], c["ratio_ci_high"]) == (2.0, 2.0)
+    # 2x values in [20, 40) beat every baseline value in [10, 20)
+    assert c["p_improvement"] == 1.0 and c["p_improvement_ci_low"] == 1.0
+    noisy = stats.compare_paired({s: v + (-1) ** s * 3 for s, v in base.items()}, base)
+    assert noisy["ratio_ci_low"] < noisy["ratio"] < noisy["ratio_ci_high"]
+    assert 0 <= noisy["p_improvement_ci_low"] < noisy["p_improvement"] < noisy["p_improvement_ci_high"] <= 1
+
+    few = stats.compare_paired({1: 3.0, 2: 4.0}, {1: 1.0, 2: 2.0, 3: 9.0})
+    assert few["n"] == 2 and few["ratio"] == pytest.approx(3.5 / 1.5) and few["p_improvement"] == 1.0
+    assert few["ratio_ci_low"] is None and few["p_improvement_ci_low"] is None and few["note"] == "n = 2, no CI"
+    assert stats.compare_paired({1: 3.0}, {1: -1.0})["ratio"] is None  # no ratio of a non-positive return
+    with pytest.raises(UserError, match="no seed in both"):
+        stats.compare_paired({1: 1.0}, {2: 1.0})
+
+
+def test_curve_band_is_the_median_and_a_ci_where_every_seed_has_a_value():
+    y = np.random.default_rng(2).normal(size=(6, 20)).cumsum(axis=1)
+    y[:, :2], y[0, 2] = np.nan, np.nan
+    band = stats.curve_band(y)
+    assert np.isnan(band["median"][:2]).all() and np.allclose(band["median"][3:], np.median(y[:, 3:], axis=0))
+    assert np.isnan(band["ci_low"][:3]).all() and (band["ci_low"][3:] <= band["median"][3:]).all()
+    assert (band["median"][3:] <= band["ci_high"][3:]).all() and (band["ci_low"][3:] < band["ci_high"][3:]).all()
+    two = stats.curve_band(y[:2])
+    assert two["ci_low"] is None and two["note"] == "n = 2, no CI"
+
+
+@pytest.fixture
+def few_resamples(monkeypatch):
+    """The report tests check what goes where, not the intervals' precision: fewer bootstrap resamples."""
+    monkeypatch.setattr(stats, "REPS", 400)
+    monkeypatch.setattr(stats, "POI_REPS", 200)
+
+
+# A sweep as dwc sweep lays it out (dwc/sweep.py): spec order zeta-ref, alpha, zeta-bf16, few (not
+# alphabetical); alpha (another width) is exactly twice zeta-ref on every seed; zeta-bf16 is zeta-ref at
+# another precision, so it is compared with zeta-ref but not with alpha (two treatments at once); few
+# has 2 seeds, one trained for another budget, which does not pair.
+STEPS = 1000
+BASE = {1: 100.0, 2: 130.0, 3: 90.0, 4: 150.0, 5: 120.0}
+RUNS = {"zeta-ref": {s: (v, "float32", STEPS, 256) for s, v in BASE.items()},
+        "alpha": {s: (2 * v, "float32", STEPS, 128) for s, v in BASE.items()},
+        "zeta-bf16": {s: (v - 10, "bfloat16", STEPS, 256) for s, v in BASE.items()},
+        "few": {1: (80.0, "float32", STEPS, 64), 2: (70.0, "float32", STEPS // 2, 64)}}
+
+
+def write_sweep(out: Path) -> Path:
+    runs = {}
+    for seed in range(1, 6):  # seed-major, configs in the spec's order, as Spec.jobs
+        for config, by_seed in RUNS.items():
+            rid, rdir = f"T-v0/{config}/seed{seed}", f"runs/T-v0/{config}/seed{seed}"
+            runs[rid] = {"dir": rdir, "task": "T-v0", "config": config, "seed": seed, "state": "todo"}
+            if seed not in by_seed:
+                continue
+            ret, precision, steps, width = by_seed[seed]
+            d = out / rdir
+            (d / "run").mkdir(parents=True)
+            (d / "run" / "config.json").write_text(json.dumps({"precision": precision, "seed": seed, "steps": steps,
+                                                                   "actor": {"width": width}}))
+            (d / "run" / "metrics.jsonl").write_text("".join(
+                json.dumps({"step": k * steps // 4, "charts/episodic_return": ret * k / 4}) + "\n" for k in range(1, 5)))
+            (d / "result.json").write_text(json.dumps({
+                "id": rid, "task": "T-v0", "config": config, "seed": seed, "policy": "dwc", "train_steps": steps,
+                "episodes": 2, "float_return": ret, "float_returns": [ret, ret], "frozen_return": ret - 1.0,
+                "frozen_returns": [ret - 1.0] * 2, "hardware": None, "rtl_return": None, "rtl_equals_frozen": None,
+                "luts": None, "lut4_sites": None, "fmax_mhz": None, "ir_luts": 64, "comparators": 8,
+                "latency_cycles": None}))
+            runs[rid]["state"] = "finished"
+    (out / "sweep.json").write_text(json.dumps({"spec": "spec.yaml", "out": str(out), "runs": runs}))
+    return out
+
+
+def test_report_gives_cis_and_compares_with_the_stated_baseline(tmp_path, few_resamples):
+    sweep = write_sweep(tmp_path / "s")
+    rep = report(sweep)
+    rows = {r["config"]: r for r in json.loads((sweep / "report.json").read_text())["rows"]}
+    assert list(rows) == ["zeta-ref", "alpha", "zeta-bf16", "few"]
+    for config, r in rows.items():
+        for key in ("float_return", "frozen_return"):
+            assert {"iqm", "ci_low", "ci_high", "median", "q1", "q3", "median_ci_low", "median_ci_high"} <= set(r[key])
+    ref = rows["zeta-ref"]["float_return"]
+    assert ref["iqm"] == pytest.approx(scipy.stats.trim_mean(list(BASE.values()), 0.25))
+    assert ref["ci_low"] < ref["iqm"] < ref["ci_high"]
+    assert rows["few"]["float_return"]["ci_low"] is None and rows["few"]["float_return"]["note"] == "n = 2, no CI"
+
+    # each config against the earlier comparable ones, in the spec's (not alphabetical) order
+    assert "every config before it in the spec" in rep["baseline_rule"] and rep["baselines"] is None
+    comps = {(c["config"], c["baseline"], c["figure"]): c for c in rep["comparisons"]}
+    pairs = {(c, b) for c, b, _ in comps}
+    assert pairs == {("alpha", "zeta-ref"), ("zeta-bf16", "zeta-ref"), ("few", "zeta-ref"), ("few", "alpha")}
+    alpha = comps["alpha", "zeta-ref", "float_return"]
+    assert alpha["seeds"] == [1, 2, 3, 4, 5] and alpha["n"] == 5
+    assert (alpha["ratio"], alpha["ratio_ci_low"], alpha["ratio_ci_high"]) == (2.0, 2.0, 2.0)
+    assert alpha["p_improvement"] == 1.0 and alpha["train_steps"] == [STEPS] and alpha["precision"] == ["float32"]
+    bf16 = comps["zeta-bf16", "zeta-ref", "float_return"]  # precision alone differs: compared
+    assert bf16["n"] == 5 and bf16["ratio"] < 1 and bf16["precision"] == ["bfloat16"]
+    # another budget: not paired, and said so
+    few = comps["few", "zeta-ref", "float_return"]
+    assert few["n"] == 1 and few["seeds"] == [1] and few["ratio_ci_low"] is None and few["note"] == "n = 1, no CI"
+    assert few["unpaired"] == [f"seed 2: {STEPS // 2} steps, the baseline {STEPS}"]
+    md = (sweep / "report.md").read_text()
+    assert "n = 2, no CI" in md and "n = 1, no CI" in md and f"seed 2: {STEPS // 2} steps, the baseline {STEPS}" in md
+    assert "| alpha | zeta-ref | float |" in md and "2.000 [2.000, 2.000]" in md
+    assert (sweep / "curves_T-v0.png").stat().st_size > 1000
+
+
+def test_report_baseline_named_on_the_command_line(tmp_path, capsys, few_resamples):
+    sweep = write_sweep(tmp_path / "s")
+    assert main(["report", str(sweep), "--baseline", "alpha", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["baselines"] == ["alpha"]
+    comps = {(c["config"], c["figure"]): c for c in rep["comparisons"]}
+    c = comps["zeta-ref", "float_return"]
+    assert c["baseline"] == "alpha" and (c["ratio"], c["ratio_ci_low"], c["ratio_ci_high"]) == (0.5, 0.5, 0.5)
+    assert c["p_improvement"] == 0.0
+    # asked for, a comparison of two treatments at once is refused, with the reason
+    assert comps["zeta-bf16", None]["n"] == 0 and "two treatments" in comps["zeta-bf16", None]["note"]
+    assert main(["report", str(sweep), "--baseline", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--baseline 'nope'" in err and "zeta-ref, alpha, zeta-bf16, few" in err and "\n" not in err
+
+
+def test_codesign_compares_with_the_lut6_row_the_rule_picks(few_resamples):
+    """bench_codesign: a LUT4 row against LUT6 rows paired by seed, budget and precision: the twin
+    config first, else the most paired seeds, then the name; rows of another precision never."""
+    path = Path(__file__).parent.parent / "scripts" / "bench_codesign.py"
+    spec = importlib.util.spec_from_file_location("bench_codesign", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def row(config, values, precision="float32", steps=300):
+        runs = [{"seed": s, "train_steps": steps, "precision": precision, "frozen_return": v} for s, v in values.items()]
+        return {"task": "Hopper-v5", "config": config, "arity": int(config[3]), "train_steps": steps,
+                "frozen": float(np.median(list(values.values()))), "luts": 100 if config[3] == "4" else 400,
+                "lut4_sites": None, "fmax_mhz": 200.0, "seeds": len(values), "comparators": 8, "latency_cycles": 3,
+                "runs": runs}
+    five = {s: 1000.0 + 10 * s for s in range(1, 6)}
+    rows = [row("lut6-w64 (b)", {1: 900.0, 2: 950.0}), row("lut6-w64 (a)", {1: 900.0, 3: 950.0}),
+            row("lut6-w32", {s: v / 0.9 for s, v in five.items()}, precision="bfloat16"),
+            row("lut4-w32", five), row("lut4-w16", {1: 500.0, 2: 600.0, 9: 700.0})]
+    bench.compare(rows)
+    by = {r["config"]: r for r in rows}
+    # its twin lut6-w32 trained at another precision: not paired; two rows pair 2 seeds each -> by name
+    assert by["lut4-w32"]["vs"] == "lut6-w64 (a)" and by["lut4-w32"]["paired_seeds"] == [1, 3]
+    assert by["lut4-w32"]["note"] == "n = 2, no CI" and by["lut4-w32"]["return_ratio_ci_low"] is None
+    assert by["lut4-w16"]["vs"] == "lut6-w64 (b)" and by["lut4-w16"]["n"] == 2  # seeds 1, 2 against 1, 3
+    rows[2] = row("lut6-w32", {s: v / 0.9 for s, v in five.items()})  # the twin at the same precision wins
+    bench.compare(rows)
+    r = rows[3]
+    assert r["vs"] == "lut6-w32" and r["n"] == 5 and r["return_ratio"] == pytest.approx(0.9)
+    assert r["return_ratio_ci_low"] == pytest.approx(0.9) and r["return_ratio_ci_high"] == pytest.approx(0.9)
+    assert r["p_improvement"] < 0.5 and r["meets_target"] is False
+    text = bench.table(rows)
+    assert "0.90 [0.90, 0.90]" in text and "n = 2, no CI" in text and "ties broken by config name" in text
