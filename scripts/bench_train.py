@@ -8,7 +8,8 @@ a fresh process, one after another, on one --device (cpu by default; cuda for a 
 With --rounds R every run is repeated R times, the runs interleaved (round 1: all of them, then
 round 2, ...), and each one's median rate is reported: on a shared or virtual machine whose speed
 drifts by tens of percent within minutes, interleaving exposes every run to the same drift.
-Our runs use --precision auto unless told (bf16 matmuls on CPUs with AMX or AVX512-BF16; printed in the context line).
+Our runs use --precision auto (float32) unless told; --precision bfloat16 measures the bf16 matmuls
+(fast on CPUs with AMX or AVX512-BF16). The precision is printed in the context line.
 
   sb3            stable_baselines3.SAC("MlpPolicy"), net_arch [256, 256] for actor and critics,
                  batch 256, train_freq=1, gradient_steps=1; timed with a callback.
@@ -17,7 +18,8 @@ Our runs use --precision auto unless told (bf16 matmuls on CPUs with AMX or AVX5
   dwc-random     our SAC with the DWC actor, random wiring.
   dwc-learnable  our SAC with the DWC actor, learnable wiring (the published default).
   mlp-eager      (on request) our MLP SAC with --no-cuda-graphs: what the CUDA graphs bring.
-  mlp-fp32       (on request) our MLP SAC with --precision float32: what bf16 matmuls bring.
+  mlp-fp32       (on request) our MLP SAC with --precision float32: what bf16 matmuls bring
+                 (with --precision bfloat16 for the others).
   dwc-adam       (on request) only the fused Adam step over a learnable DWC actor's parameters,
                  one per env step as in SAC, with fixed gradients, no env and no networks: the floor
                  that a dense optimiser over the ~10M wiring scores (published size) sets, printed
@@ -173,8 +175,8 @@ def main() -> None:
                    help=f"comma list among {','.join(ALL)} (default {','.join(DEFAULT)})")
     p.add_argument("--dwc-width", type=int, default=1024, help="DWC layer width (default 1024 = published)")
     p.add_argument("--precision", default="auto", choices=("auto", "float32", "bfloat16"),
-                   help="our runs' --precision (default auto: bf16 on CPUs with AMX or AVX512-BF16, else float32); "
-                        "mlp-fp32 is always float32")
+                   help="our runs' --precision (default auto = float32; bfloat16 is fast on CPUs with AMX or "
+                        "AVX512-BF16); mlp-fp32 is always float32")
     p.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of every run; medians are "
                                                           "reported (default 3)")
     p.add_argument("--json", type=Path, help="also write the results to this JSON file")
