@@ -18,7 +18,7 @@ from pathlib import Path
 from statistics import fmean
 
 from .errors import UserError
-from .rl.run import write_json
+from .rundir import write_json
 
 def digest(options: dict, files: list[Path] = ()) -> str:
     """What a stage read: its options and the bytes of its input files."""
@@ -49,14 +49,28 @@ class Manifest:
         return result
 
 
-def build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = "ecp5-25k",
-          pipeline: int | str = "max", episodes: int = 3, freq: float = 200.0, progress: bool = True,
-          log=print) -> dict:
-    """Run the stages that are not up to date; returns the summary (also OUT/summary.json)."""
+def build(out: Path, *args, **kwargs) -> dict:
+    """Run the stages that are not up to date; returns the summary (also OUT/summary.json). A build
+    that fails before writing anything leaves no empty OUT folder behind."""
+    out = Path(out)
+    new = not out.exists()
+    try:
+        return _build(out, *args, **kwargs)
+    except BaseException:
+        if new and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+
+
+def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = "ecp5-25k",
+           pipeline: int | str = "max", episodes: int = 3, freq: float = 200.0, progress: bool = True,
+           log=print) -> dict:
     from .compile import compile_run
     from .config import OPTIONS, option_value, resume_config
     from .fpga.synth import TARGETS, synth
-    from .rl.train import EVAL_SEED_OFFSET, evaluate_run, load_config, train
+    from .config import EVAL_SEED_OFFSET
+    from .evaluation import evaluate_run, train_and_evaluate
+    from .rundir import load_config
     from .verify import verify
 
     if target != "none" and target not in TARGETS:
@@ -95,7 +109,7 @@ def build(out: Path, env: str | None = None, from_run: Path | None = None, train
             if resume:  # an interrupted or shorter run of this build: trained on, if it trains the same thing
                 cfg = resume_config(load_config(run), {k: option_value(train_cfg, k) for k in OPTIONS},
                                     flags={"target": "--train-target"})
-            r = train(cfg, run, resume=resume, progress=progress, log=log)
+            r = train_and_evaluate(cfg, run, resume=resume, progress=progress, log=log)
             return {"train_steps": r["train_steps"], "mean_return": r["mean_return"]}
         stage("train", digest(cfg_dict), [run / "checkpoint.pt", run / "eval.json"], do_train)
     cfg = load_config(run)

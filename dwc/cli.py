@@ -3,37 +3,46 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 from .errors import UserError
 
 MAIN_HELP = """\
-dwc: train logic-circuit controllers (Differentiable Weightless Controllers) on MuJoCo tasks and
-compile them to circuits.
+dwc: train logic-circuit controllers on MuJoCo tasks and compile them into verified FPGA circuits.
+Policies: Differentiable Weightless Controllers (LUT networks), logic-gate networks, quantised MLPs
+(trained here or imported from ONNX), and float MLPs as the baseline.
 
-stages:
-  train   train a policy (DWC or float MLP) with SAC or PPO, or distil a trained one into a circuit; resumable
-  eval    deterministic evaluation of a trained run, writes RUN/eval.json
-  export  copy a trained policy's essentials (a few MB) into a folder, e.g. policies/
-  compile freeze a trained DWC into the integer LUT-graph IR (BUILD/graph.json) and emit Verilog
-  verify  run the Verilog in Verilator/Icarus against the IR: vectors + closed-loop MuJoCo episodes
-  synth   yosys + nextpnr for ECP5 / iCE40 (bitstream, Fmax) or Xilinx 7 (LUT estimate); report.json
-  hil     episodes with every action from the circuit over its UART link: a board, or --sim
+stages, from a task to a bitstream:
+  train     train a policy with SAC or PPO, or distil a trained one into a circuit; resumable
+  eval      deterministic episodes of a trained run (and of its frozen circuit): RUN/eval.json
+  export    copy a trained policy's essentials (a few MB) into a folder, e.g. policies/
+  compile   freeze a trained policy into the integer LUT-graph IR (BUILD/graph.json) and emit Verilog
+  import    lower a quantised ONNX MLP from another tool into the same IR and Verilog
+  verify    run the Verilog in Verilator/Icarus against the IR: vectors + closed-loop MuJoCo episodes
+  synth     yosys + nextpnr for ECP5 / iCE40 (bitstream, Fmax) or Xilinx 7 (LUT estimate); report.json
+  hil       episodes with every action from the circuit over its UART link: a board, or --sim
+all in one:
+  build     train (or --from a run) -> compile -> verify -> synth, one summary table; re-runs skip what is done
+  demo      a shipped policy through compile, verify and an ECP5 bitstream (the quick look)
+many runs:
+  sweep     tasks x seeds x configs on Ray (this machine or a cluster): train, evaluate, optional hardware
+  report    a sweep's table: IQM and median over seeds with 95% CIs, paired comparisons, learning curves
   policies  list the shipped pretrained policies (policies/) with their returns
-  sweep   tasks x seeds x configs on Ray (this machine, or a cluster): train, frozen eval, hardware
-  report  the paper-style table (median and quartiles over seeds) and learning curves of a sweep
 
 quick start (about 10 minutes on a 2-core laptop):
+  dwc demo                                            # no training: a shipped policy to a bitstream
+  dwc build --env InvertedPendulum-v5 --steps 15000 --learning-starts 2000 --width 256 --thermo-bits 31 --out builds/ip
+or stage by stage (a shipped policy works too: policies/inverted-pendulum-v5-dwc):
   dwc train --env InvertedPendulum-v5 --steps 15000 --learning-starts 2000 --width 256 --thermo-bits 31 --out runs/ip
-  dwc eval runs/ip --episodes 10
-then to a circuit (a shipped policy works too: policies/inverted-pendulum-v5-dwc):
   dwc compile runs/ip --out build/ip --pipeline 1     # IR + Verilog
   dwc verify build/ip --episodes 3                    # Verilator, closed loop against the IR
   dwc synth build/ip --target ecp5-25k                # bitstream + resources/Fmax report
 
 The defaults are the published circuit (2 x 1024 six-input LUTs, learnable wiring), sized for a
 GPU: on a CPU it trains at a few env-steps/s; --width 256 or --wiring random are far cheaper.
+Each command's --help has examples.
 """
 
 TRAIN_HELP = """\
@@ -163,7 +172,7 @@ def _add_eval(sub):
 
 def _train_config(args):
     from .config import OPTIONS, config_from_options, resume_config
-    from .rl.run import load_config
+    from .rundir import load_config
 
     given = {k: v for k, v in vars(args).items() if v is not None and k in OPTIONS}
     if args.resume:
@@ -187,17 +196,17 @@ def _print_eval(result: dict, as_json: bool) -> None:
 
 def cmd_train(args) -> int:
     from .errors import interrupt_on_sigterm
-    from .rl.train import train
+    from .evaluation import train_and_evaluate
     interrupt_on_sigterm()
     cfg = _train_config(args)
-    result = train(cfg, args.out, resume=args.resume, progress=not args.no_progress, command=["dwc"] + args.argv,
+    result = train_and_evaluate(cfg, args.out, resume=args.resume, progress=not args.no_progress, command=["dwc"] + args.argv,
                    log=_log_for(args))
     _print_eval(result, args.json)
     return 0
 
 
 def cmd_eval(args) -> int:
-    from .rl.train import evaluate_run
+    from .evaluation import evaluate_run
     result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed,
                           progress=not args.no_progress, frozen=args.frozen)
     _print_eval(result, args.json)
@@ -216,7 +225,7 @@ def _add_export(sub):
 
 
 def cmd_export(args) -> int:
-    from .rl.train import export_policy
+    from .policy import export_policy
     r = export_policy(args.run, args.out)
     print(f"exported step-{r['step']} policy to {r['out']} ({r['bytes'] / 1e6:.2f} MB)")
     return 0
@@ -289,7 +298,7 @@ def cmd_compile(args) -> int:
     smallest = {"ecp5": "ecp5-25k", "ice40": "ice40-up5k"}  # a family's device for --pipeline auto
     target = smallest.get(args.target, args.target)
     if args.pipeline == "auto" and target is None:
-        from .rl.run import load_config
+        from .rundir import load_config
         target = smallest.get(load_config(args.run).target)
     r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
                     pipeline=args.pipeline, table_bits=args.table_bits, target=target, freq=args.freq,
@@ -504,7 +513,8 @@ def _add_verify(sub):
     p.add_argument("build", type=Path, help="build directory written by dwc compile")
     p.add_argument("--env", help="Gymnasium env id (default: the env the policy was trained on)")
     p.add_argument("--episodes", type=int, default=3, help="closed-loop episodes (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the first episode and of the random vectors")
+    p.add_argument("--seed", type=int, help="seed of the first episode and of the random vectors (default: the "
+                                            "evaluation seeds of dwc eval, the training seed + 10000)")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps (default: the env's limit)")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus"], help="simulator (default verilator)")
     p.add_argument("--vectors", type=int, default=1000, help="random vectors in the vector bench (default 1000)")
@@ -597,8 +607,11 @@ def cmd_synth(args) -> int:
         from .fpga.boards import build_board
         try:
             boards.append(build_board(args.build, board, log=log))
-        except Exception as e:  # amaranth's build raises tool failures as plain exceptions
-            raise UserError(f"--board {board}: {e}") from None
+        except ValueError as e:  # an unknown board
+            raise UserError(str(e)) from None
+        except subprocess.CalledProcessError as e:  # amaranth runs the FPGA tools as one build script
+            raise UserError(f"--board {board}: the FPGA tools failed (exit status {e.returncode}); their output "
+                            f"is above, the build script in {args.build / 'board' / board}") from None
     if args.json:
         print(json.dumps(reports + boards, indent=2))
     else:
@@ -650,8 +663,9 @@ def _add_hil(sub):
     where.add_argument("--port", help="serial device of a programmed board, e.g. /dev/ttyUSB0")
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200, as the board tops)")
     p.add_argument("--env", help="Gymnasium env id (default: the policy's)")
-    p.add_argument("--episodes", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--episodes", type=int, default=1, help="closed-loop episodes over the link (default 1)")
+    p.add_argument("--seed", type=int, help="seed of the first episode (default: the evaluation seeds of dwc eval, "
+                                            "the training seed + 10000)")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps")
     p.add_argument("--inject", action="append", default=[], metavar="KIND@STEP",
                    help="(--sim) inject a link fault before that step's frame: garbage, drop or corrupt")
@@ -681,7 +695,17 @@ def cmd_hil(args) -> int:
     return 0 if r["passed"] else 1
 
 
-POLICIES_DIR = Path(__file__).resolve().parent.parent / "policies"  # the repository's shipped policies
+def _policies_dir() -> Path:
+    """The shipped policies: the package data dwc.policies (policies/ in the repository; installed
+    inside the package by a wheel), found without importing anything heavy."""
+    import importlib.util
+    spec = importlib.util.find_spec("dwc.policies")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(__file__).resolve().parent.parent / "policies"  # a source tree that is not installed
+
+
+POLICIES_DIR = _policies_dir()
 
 
 SWEEP_HELP = """\
@@ -769,7 +793,7 @@ def _add_policies(sub):
 
 
 def cmd_policies(args) -> int:
-    from .models.actors import layer_shape
+    from .config import layer_shape
     rows = []
     for d in sorted(POLICIES_DIR.glob("*/config.json")):
         d = d.parent

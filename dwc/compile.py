@@ -9,12 +9,12 @@ from .ir import Graph
 from .ir.freeze import freeze
 from .ir.passes import optimize
 from .ir.report import heatmap_png, input_usage
-from .rl.run import write_json
+from .rundir import write_json
 
 
 def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: list[int] | None = None) -> Graph:
     """Load a run's actor and freeze it; a clear error for policies that cannot be frozen yet."""
-    from .rl.train import load_actor
+    from .policy import load_actor
     actor, cfg, step = load_actor(run)
     if obs_frac is not None:
         if len(obs_frac) == 1:
@@ -29,6 +29,7 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
         if not 4 <= w <= 24:  # 24: q / 2**frac must be exact in float32 for the bit-exact check
             raise UserError(f"{name} must be in 4..24, got {w}")
     meta = {"env": cfg.env, "policy": cfg.actor.policy, "source_run": str(run), "train_steps": int(step),
+            "seed": cfg.seed,
             "actor": cfg.actor.to_dict(), "target": cfg.target}
     if cfg.actor.policy == "qmlp":
         from .ir.freeze import freeze_qmlp

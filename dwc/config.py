@@ -1,11 +1,52 @@
-"""Training configuration: one dataclass tree, saved as the run directory's ``config.json``."""
+"""Training configuration: one dataclass tree, saved as the run directory's ``config.json``.
+Plain data, no torch: the CLI, sweeps and reports read it without importing the models."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from .errors import UserError
-from .models.actors import ActorConfig, layer_shape
+
+
+@dataclass
+class ActorConfig:
+    policy: str = "dwc"  # dwc | gates | qmlp | mlp
+    # DWC (defaults: the published configuration)
+    layers: int = 2
+    width: int = 1024
+    last_width: int = 0  # the last layer's LUTs, which the action popcounts read (0 = width)
+    lut_inputs: int = 6
+    thermo_bits: int = 63
+    wiring: str = "learnable"  # learnable | random
+    tau: float = 1e-3
+    groupsum_eps: float = 1e-3
+    # float parts
+    hidden: int = 256  # MLP actor width (2 hidden layers); quantised MLP width
+    # quantised MLP (policy="qmlp"; layers = hidden layers, thermo_bits = input thresholds per dim)
+    weight_bits: int = 4
+    act_bits: int = 4
+    out_bits: int = 8
+    fan_in: int = 0  # qmlp: inputs per neuron (LogicNets-style sparsity); 0 = dense
+    # resource budgets the frozen circuit meets (0 = none): LUTs in the LUT layers (sizes the width),
+    # distinct thermometer thresholds the first layer reads (comparators in hardware)
+    max_luts: int = 0
+    max_comparators: int = 0
+    logstd_hidden: int = 64  # the DWC's training-only log-std network
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def layer_widths(self) -> list[int]:
+        """LUTs per layer as configured (the model rounds the last down to whole action groups)."""
+        return [self.width] * (self.layers - 1) + [self.last_width or self.width]
+
+
+def layer_shape(layers: int, width: int, last_width: int = 0) -> str:
+    """How reports name the LUT layers: '2 x 1024', or '256 + 129' when the last one differs."""
+    widths = [width] * (layers - 1) + [last_width or width]
+    return f"{layers} x {width}" if len(set(widths)) == 1 else " + ".join(map(str, widths))
 
 
 @dataclass
@@ -90,6 +131,24 @@ class TrainConfig:
         return cls(**kwargs)
 
 
+CONFIG = "config.json"  # a run directory's TrainConfig
+# Evaluation episodes (dwc eval, verify, hil, build) start at the training seed + this, so they
+# never replay a training episode and every command evaluates the same episodes by default.
+EVAL_SEED_OFFSET = 10_000
+
+
+def load_config(run: Path) -> TrainConfig:
+    run = Path(run)
+    try:
+        return TrainConfig.from_dict(json.loads((run / CONFIG).read_text()))
+    except FileNotFoundError:
+        if not run.exists():
+            raise UserError(f"{run} does not exist") from None
+        raise UserError(f"{run} is not a dwc run directory (no {CONFIG})") from None
+    except (ValueError, TypeError) as e:
+        raise UserError(f"{run / CONFIG} is invalid: {e}") from None
+
+
 # dwc train's options (flag names without "--", dashes as underscores) -> the config section holding them.
 # The CLI and sweep specs both set a TrainConfig through this one table.
 OPTIONS = {
@@ -153,7 +212,6 @@ def config_from_options(options: dict, where: str = "option") -> TrainConfig:
         if cfg.actor.policy == "dwc":
             cfg.actor.lut_inputs = native
     if cfg.algo == "distill" and cfg.distill.teacher:  # the student learns the teacher's task
-        from .rl.run import load_config
         task = load_config(cfg.distill.teacher).env
         if "env" in options and cfg.env != task:
             raise UserError(f"--teacher {cfg.distill.teacher} was trained on {task}, not --env {cfg.env}")

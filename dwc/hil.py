@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from .errors import UserError
-from .rl.run import write_json
+from .rundir import write_json
 
 SIM_DIVISOR = 4  # clock cycles per UART bit in simulation (the board uses clock / baud)
 
@@ -63,18 +63,18 @@ def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps
             "seconds": time.perf_counter() - t0, "link_seconds": link_s}
 
 
-def hil(build: Path, env_id: str | None, episodes: int, seed: int = 0, max_steps: int | None = None,
+def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None, max_steps: int | None = None,
         sim: bool = True, port: str | None = None, baud: int = 115200, inject: list[str] = (), log=print) -> dict:
     from .rtl.link import frame_sizes, link_verilog
     from .sim.closed_loop import action_mismatches, reference_episodes
-    from .verify import load_build
+    from .verify import evaluation_seed, load_build
     graph, ports, _ = load_build(build)
     build = Path(build)
     env_id = env_id or graph.meta.get("env")
     faults = _faults(list(inject))
     if faults and not sim:
         raise UserError("--inject works with --sim only")
-    seeds = [seed + i for i in range(episodes)]
+    seeds = [(evaluation_seed(graph) if seed is None else seed) + i for i in range(episodes)]
     try:
         ref = reference_episodes(graph, env_id, seeds, max_steps)
     except ValueError as e:

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import stats
 from .errors import UserError
-from .rl.run import CONFIG, LEGS, METRICS, episode_returns, write_json
+from .rundir import CONFIG, LEGS, METRICS, episode_returns, write_json
 
 # per-run figures summarised over seeds
 FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "lut4_sites", "ir_luts", "comparators", "fmax_mhz",

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .config import OPTIONS, RESUMABLE, TrainConfig, config_from_options, option_value
 from .errors import UserError, interrupt_on_sigterm
-from .rl.run import CHECKPOINT, METRICS, write_json
+from .rundir import CHECKPOINT, METRICS, write_json
 
 SPEC_HELP = """\
 tasks: [InvertedPendulum-v5, Hopper-v5]   # Gymnasium env ids
@@ -86,7 +86,7 @@ class Job:
         p = self.dir / RESULT
         if not p.exists():
             return False
-        from .rl.run import load_config
+        from .rundir import load_config
         try:
             stored = load_config(self.dir / "run")
         except UserError:
@@ -266,8 +266,8 @@ def run_job(job: dict) -> dict:
 
 def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float) -> dict:
     from .build import build
-    from .rl.run import load_config
-    from .rl.train import train
+    from .rundir import load_config
+    from .evaluation import train_and_evaluate
 
     cfg = TrainConfig.from_dict(job["cfg"])
     if resumed:
@@ -277,7 +277,7 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float) -> dict:
             raise UserError(f"{run} holds a run with other {', '.join(changed)} than the spec; "
                             f"use another sweep folder or delete that run")
     circuit = cfg.actor.policy != "mlp"
-    ev = train(cfg, run, resume=resumed, progress=False, command=train_command(cfg, run), frozen=circuit)
+    ev = train_and_evaluate(cfg, run, resume=resumed, progress=False, command=train_command(cfg, run), frozen=circuit)
     result = {"id": job["id"], "key": job["key"], "task": job["task"], "config": job["config"], "seed": job["seed"],
               "policy": cfg.actor.policy, "train_steps": ev["train_steps"], "episodes": ev["episodes"],
               "float_return": ev["mean_return"], "float_returns": ev["returns"],
@@ -339,21 +339,22 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
 
     spec = load_spec(spec_path)
     out = Path(out) if out else Path("sweeps") / Path(spec_path).stem
-    out.mkdir(parents=True, exist_ok=True)
-    if Path(spec_path).resolve() != (out / "spec.yaml").resolve():
-        shutil.copyfile(spec_path, out / "spec.yaml")
     jobs = spec.jobs(out.resolve())
     todo = [j for j in jobs if not j.finished()]
     todo_ids = {j.id for j in todo}
     state = {"spec": str(spec_path), "out": str(out), "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
                                                      "config": j.config, "seed": j.seed,
                                                      "state": "todo" if j.id in todo_ids else "finished"} for j in jobs}}
+    # the engine first: a sweep that cannot start writes nothing (no spec.yaml, sweep.json or folder)
+    ray, where = _start_ray(address, cpus) if todo else (None, None)
+    out.mkdir(parents=True, exist_ok=True)
+    if Path(spec_path).resolve() != (out / "spec.yaml").resolve():
+        shutil.copyfile(spec_path, out / "spec.yaml")
     log(f"{out}: {len(jobs)} runs ({len(spec.tasks)} tasks x {len(spec.configs)} configs x {len(spec.seeds)} seeds); "
         f"{len(jobs) - len(todo)} finished earlier (kept), {len(todo)} to run")
     write_json(out / "sweep.json", state)
     if not todo:
         return state
-    ray, where = _start_ray(address, cpus)
     interrupt_on_sigterm()  # after ray.init, whose native SIGTERM handler would abort the driver instead
     pending = {}
     try:

@@ -20,7 +20,7 @@ import numpy as np
 from .errors import UserError
 from .ir import Graph
 from .ir import reference as ref
-from .rl.run import write_json
+from .rundir import write_json
 
 CLOCK_NS = 10  # the benches' clock period
 
@@ -57,7 +57,21 @@ def _first_episode_mismatch(rtl_eps: list[dict], ref_eps: list[dict]) -> tuple[i
     return None
 
 
-def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str = "verilator", seed: int = 0,
+def evaluation_seed(graph) -> int:
+    """The first evaluation episode's seed of a compiled policy, as dwc eval picks it: its training
+    seed (from the graph, else its source run's config.json, else the default 1) + EVAL_SEED_OFFSET."""
+    from .config import EVAL_SEED_OFFSET, TrainConfig
+    seed = graph.meta.get("seed")
+    if seed is None and graph.meta.get("source_run"):
+        try:
+            seed = json.loads((Path(graph.meta["source_run"]) / "config.json").read_text()).get("seed")
+        except (OSError, ValueError):
+            pass
+    return (TrainConfig.seed if seed is None else int(seed)) + EVAL_SEED_OFFSET
+
+
+def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str = "verilator",
+           seed: int | None = None,
            max_steps: int | None = None, netlist: bool = False, n_random: int = 1000, progress: bool = True,
            log=print) -> dict:
     from .sim.closed_loop import action_mismatches, reference_episodes
@@ -76,6 +90,7 @@ def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str =
         check_simulator(sim)
     except (SimulatorMissing, ValueError) as e:
         raise UserError(str(e)) from None
+    seed = evaluation_seed(graph) if seed is None else seed
     seeds = [seed + i for i in range(episodes)]
     try:
         t0 = time.perf_counter()
@@ -172,7 +187,7 @@ def _waveform(sources, ports, build_dir: Path, sim: str, lint_clean: bool, unopt
     try:
         bench = Bench(sources, ports, build_dir, sim, waves=True, warnings_fatal=lint_clean, unoptimised=unoptimised)
         r = bench.vectors(window)
-    except Exception as e:  # the mismatch report matters more than the waveform
+    except (RuntimeError, OSError) as e:  # the simulator failed: the mismatch report matters more than the waveform
         return {"waveform": None, "waveform_error": str(e)}
     enter = r["accepted"][-1]
     return {"waveform": str(bench.wave_file),

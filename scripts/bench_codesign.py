@@ -73,7 +73,7 @@ def reference_point(run: Path, out: Path, args) -> dict:
     (compile, Verilator closed loop, synthesis for --target), named by its circuit and its folder."""
     from dwc.build import build
     from dwc.rl.distill import teacher_summary
-    from dwc.rl.run import load_config
+    from dwc.rundir import load_config
     cfg = load_config(run)
     a = cfg.actor
     s = build(out / "reference" / run.name, from_run=run, target=args.target, pipeline="max",

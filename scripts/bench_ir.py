@@ -75,7 +75,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.policy:
-        from dwc.rl.train import load_actor
+        from dwc.policy import load_actor
         actor, cfg, _ = load_actor(args.policy)
         obs_dim, act_dim = actor.encoder.dim, actor.head.actions
         graph, _ = optimize(freeze(actor))

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def evaluate(policy: Path, episodes: int) -> dict:
     from dwc.errors import UserError
-    from dwc.rl.train import evaluate_run
+    from dwc.evaluation import evaluate_run
     try:
         r = evaluate_run(policy, episodes, progress=False, frozen=True, write=False)
         return {"float": r["mean_return"], "float_std": r["std_return"], "frozen": r["frozen"]["mean_return"],

@@ -36,6 +36,7 @@ def test_build_errors_are_one_line(tmp_path):
                           "--target 'vu9p'")
     assert_one_line_error(run_cli("build", "--from", str(POLICY), "--env", "Hopper-v5", "--target", "none",
                                   "--out", str(tmp_path / "o")), "trained on InvertedPendulum-v5")
+    assert not (tmp_path / "o").exists()  # a failed build leaves no empty folder behind
 
 
 @pytest.mark.slow

@@ -78,7 +78,7 @@ def _one_line_error(args, needle):
 def test_distillation_errors(tmp_path):
     _one_line_error(["train", "--algo", "distill", "--out", str(tmp_path / "a")], "--teacher")
     _one_line_error(["train", "--algo", "distill", "--teacher", str(tmp_path / "nothing"), "--out", str(tmp_path / "b")],
-                    "not a dwc run")
+                    "nothing does not exist")
     _one_line_error(["train", "--algo", "distill", "--teacher", TEACHER, "--env", "Hopper-v5",
                      "--out", str(tmp_path / "c")], "InvertedPendulum-v5")
     _one_line_error(distill_args(tmp_path / "d", 100, ["--updates-per-step", "0"]), "--updates-per-step")

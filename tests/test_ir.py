@@ -15,7 +15,7 @@ from dwc.ir import reference as ref
 from dwc.ir.freeze import freeze
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
-from dwc.rl.train import load_actor
+from dwc.policy import load_actor
 
 POLICY = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-dwc"
 
@@ -161,6 +161,10 @@ def test_compile_rejects_bad_input(tmp_path):
     import subprocess
     import sys
     res = subprocess.run([sys.executable, "-m", "dwc", "compile", str(tmp_path / "nope"), "--out", str(tmp_path / "b")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "nope does not exist" in res.stderr
+    (tmp_path / "empty").mkdir()
+    res = subprocess.run([sys.executable, "-m", "dwc", "compile", str(tmp_path / "empty"), "--out", str(tmp_path / "b")],
                          capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr and "not a dwc run" in res.stderr
     res = subprocess.run([sys.executable, "-m", "dwc", "compile", str(POLICY), "--out", str(tmp_path / "b"),

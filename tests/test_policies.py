@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dwc.rl.common import actor_act_fn, evaluate
-from dwc.rl.train import load_actor
+from dwc.policy import load_actor
 
 POLICIES = sorted(p.parent for p in (Path(__file__).parent.parent / "policies").glob("*/eval.json"))
 
@@ -46,7 +46,7 @@ def test_dwc_policies_lists_them_with_their_returns(capsys):
 _ACTIONS = """
 import sys, numpy as np, torch
 from pathlib import Path
-from dwc.rl.train import load_actor
+from dwc.policy import load_actor
 from dwc.compile import freeze_run
 actor, cfg, _ = load_actor(sys.argv[1])
 obs = np.random.default_rng(0).standard_normal((3000, actor.normalizer.mean.numel())) * 3

@@ -287,7 +287,7 @@ configs: {{dwc: {{policy: dwc}}}}
 def test_a_finished_run_stays_finished_when_dwc_gains_a_config_field(tmp_path):
     """A run is identified by its directory's config.json, read with today's defaults: results
     written before a new option existed are still recognised; a changed option is not."""
-    from dwc.rl.run import write_json
+    from dwc.rundir import write_json
     spec = load_spec(write_spec(tmp_path / "s.yaml", "tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {width: 8}}"))
     job = spec.jobs(tmp_path)[0]
     old = job.cfg.to_dict()
@@ -305,7 +305,7 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     """A worker killed (or a driver stopped) before a run's first checkpoint leaves a run folder with
     config.json and metrics but nothing to resume: the next start trains it from step 0 instead of
     failing on the non-empty folder (seen when a stopped bench_codesign sweep was restarted)."""
-    from dwc.rl.run import write_json
+    from dwc.rundir import write_json
     from dwc.sweep import run_job
     spec = load_spec(write_spec(tmp_path / "s.yaml", """
 tasks: [InvertedPendulum-v5]
@@ -319,3 +319,15 @@ configs: {m: {policy: mlp, learning_starts: 100, eval_episodes: 1}}
     result = run_job(job.payload())
     assert "error" not in result, result
     assert result["train_steps"] == 300 and job.finished()
+
+
+def test_a_sweep_that_cannot_start_writes_nothing(tmp_path, monkeypatch):
+    import dwc.sweep as sw
+
+    def no_engine(address, cpus):
+        raise UserError("cannot start Ray at 10.9.9.9:6379: connection refused")
+    monkeypatch.setattr(sw, "_start_ray", no_engine)
+    spec = write_spec(tmp_path / "s.yaml", "tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {width: 8}}")
+    with pytest.raises(UserError, match="cannot start Ray"):
+        sw.sweep(spec, tmp_path / "out", progress=False, log=lambda *a: None)
+    assert not (tmp_path / "out").exists()  # no spec.yaml, no sweep.json, no folder

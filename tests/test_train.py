@@ -1,7 +1,6 @@
 """Training on real MuJoCo envs: short SAC/PPO runs, checkpoint/resume (also after SIGKILL), eval,
 reproducibility and the CLI's one-line errors."""
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -174,9 +173,10 @@ def test_cli_errors(tmp_path):
     (tmp_path / "exists").mkdir()
     (tmp_path / "exists" / "f").write_text("x")
     assert_one_line_error(run_cli("train", "--env", ENV, "--out", str(tmp_path / "exists")), "--resume")
-    assert_one_line_error(run_cli("train", "--out", str(tmp_path / "nothing"), "--resume"), "not a dwc run")
+    assert_one_line_error(run_cli("train", "--out", str(tmp_path / "nothing"), "--resume"), "nothing does not exist")
+    assert_one_line_error(run_cli("train", "--out", str(tmp_path / "exists"), "--resume"), "not a dwc run")
     assert_one_line_error(run_cli("train", "--env", ENV, "--lut-inputs", "9", "--out", str(tmp_path / "y")), "lut-inputs")
-    assert_one_line_error(run_cli("eval", str(tmp_path / "missing")), "not a dwc run")
+    assert_one_line_error(run_cli("eval", str(tmp_path / "missing")), "missing does not exist")
     if not torch.cuda.is_available():
         assert_one_line_error(run_cli("train", "--env", ENV, "--device", "cuda", "--out", str(tmp_path / "z")), "CUDA")
 
@@ -429,3 +429,21 @@ def test_updates_flush_denormals_and_nothing_else_does():
             pytest.skip("this CPU cannot flush denormals")
         assert (tiny * 1.0).item() == 0.0
     assert (tiny * 1.0).item() > 0
+
+
+def test_mujoco_warnings_are_python_warnings_not_a_log_file(tmp_path, monkeypatch):
+    """An unstable simulation makes MuJoCo warn; by default it appends MUJOCO_LOG.TXT to the working
+    folder (the user's). dwc turns the warning into a Python RuntimeWarning and writes no file."""
+    import warnings
+
+    from dwc.rl.envs import check_env_id
+    monkeypatch.chdir(tmp_path)
+    env = check_env_id("Hopper-v5")
+    env.reset(seed=0)
+    env.unwrapped.data.qvel[:] = 1e30  # blows the integrator up
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env.step(env.action_space.sample())
+    env.close()
+    assert any("MuJoCo: Nan, Inf or huge value" in str(w.message) for w in caught)
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()

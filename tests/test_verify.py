@@ -52,7 +52,7 @@ def test_a_wrong_circuit_is_caught_and_named(build, tmp_path):
     g.action_tables[0][pc] += 1
     g.save(bad / "graph.json")
     first_use = next(t for t, o in enumerate(ep["observations"]) if ref.popcounts(g, [o])[0, 0] == pc)
-    code, r = verify(bad, "--episodes", "1", "--max-steps", "50", "--vectors", "50")
+    code, r = verify(bad, "--episodes", "1", "--max-steps", "50", "--vectors", "50", "--seed", "0")
     assert code == 1 and not r["passed"] and r["mismatches"] > 0
     m = r["mismatch"]
     assert m["bench"] == "closed_loop" and m["episode"] == 0 and m["step"] == first_use
@@ -152,3 +152,16 @@ def test_hil_sim_for_other_policy_types(tmp_path, policy):
     assert main(["hil", str(tmp_path), "--sim", "--episodes", "1", "--max-steps", "30", "--inject", "corrupt@10"]) == 0
     r = json.loads((tmp_path / "hil_report.json").read_text())
     assert r["action_mismatches"] == 0 and r["return_hil"] == r["return_ref"] and r["retries"] == 1
+
+
+def test_verify_and_hil_default_to_the_evaluation_seeds(build):
+    """dwc eval, verify and hil evaluate the same episodes by default: the training seed + 10000."""
+    from dwc.config import EVAL_SEED_OFFSET
+    from dwc.verify import evaluation_seed
+    g = Graph.load(build / "graph.json")
+    assert evaluation_seed(g) == g.meta["seed"] + EVAL_SEED_OFFSET
+    g.meta.pop("seed")  # a graph compiled before the seed was recorded: its source run's config.json
+    assert evaluation_seed(g) == json.loads((Path(g.meta["source_run"]) / "config.json").read_text())["seed"] + \
+        EVAL_SEED_OFFSET
+    code, r = verify(build, "--episodes", "1", "--max-steps", "5", "--vectors", "10")
+    assert code == 0 and r["seeds"] == [evaluation_seed(g)]

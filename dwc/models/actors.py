@@ -8,11 +8,11 @@ Both share one interface, so the RL code never asks which it has:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
+from ..config import ActorConfig  # re-exported: the models API takes it
 from ..errors import UserError
 from .encoding import ObsNormalizer, Thermometer
 from .gates import GateLayer
@@ -29,45 +29,6 @@ def spread_thresholds(dims: int, bits: int, count: int) -> torch.Tensor:
         k = min(bits, count // dims + (d < count % dims))
         out += [d * bits + int((j + 0.5) * bits / k) for j in range(k)]
     return torch.tensor(out, dtype=torch.int64)
-
-
-@dataclass
-class ActorConfig:
-    policy: str = "dwc"  # dwc | gates | qmlp | mlp
-    # DWC (defaults: the published configuration)
-    layers: int = 2
-    width: int = 1024
-    last_width: int = 0  # the last layer's LUTs, which the action popcounts read (0 = width)
-    lut_inputs: int = 6
-    thermo_bits: int = 63
-    wiring: str = "learnable"  # learnable | random
-    tau: float = 1e-3
-    groupsum_eps: float = 1e-3
-    # float parts
-    hidden: int = 256  # MLP actor width (2 hidden layers); quantised MLP width
-    # quantised MLP (policy="qmlp"; layers = hidden layers, thermo_bits = input thresholds per dim)
-    weight_bits: int = 4
-    act_bits: int = 4
-    out_bits: int = 8
-    fan_in: int = 0  # qmlp: inputs per neuron (LogicNets-style sparsity); 0 = dense
-    # resource budgets the frozen circuit meets (0 = none): LUTs in the LUT layers (sizes the width),
-    # distinct thermometer thresholds the first layer reads (comparators in hardware)
-    max_luts: int = 0
-    max_comparators: int = 0
-    logstd_hidden: int = 64  # the DWC's training-only log-std network
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def layer_widths(self) -> list[int]:
-        """LUTs per layer as configured (the model rounds the last down to whole action groups)."""
-        return [self.width] * (self.layers - 1) + [self.last_width or self.width]
-
-
-def layer_shape(layers: int, width: int, last_width: int = 0) -> str:
-    """How reports name the LUT layers: '2 x 1024', or '256 + 129' when the last one differs."""
-    widths = [width] * (layers - 1) + [last_width or width]
-    return f"{layers} x {width}" if len(set(widths)) == 1 else " + ".join(map(str, widths))
 
 
 def exact_tanh(u: torch.Tensor) -> torch.Tensor:

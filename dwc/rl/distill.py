@@ -30,15 +30,16 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError, interrupts_held
 from ..models import build_actor
+from ..policy import load_actor
 from .common import EpisodeTracker, RateMeter, flush_denormals, resolve_precision
 from .envs import make_vector_env
 from .run import RunDir, set_rng_state
-from .train import load_actor
 
 
 def teacher_summary(path: str) -> dict:
     """What eval.json records of a distilled run's teacher (its folder, env, policy, steps)."""
-    from .run import load_checkpoint, load_config
+    from ..rundir import load_config
+    from .run import load_checkpoint
     cfg = load_config(Path(path))
     step = int(load_checkpoint(Path(path) / "checkpoint.pt")["step"])
     return {"path": str(path), "env": cfg.env, "policy": cfg.actor.policy, "algo": cfg.algo, "train_steps": step}

@@ -7,6 +7,20 @@ import numpy as np
 from ..errors import UserError
 
 
+def _mujoco_warning(message: str) -> None:
+    """MuJoCo's warnings (an unstable simulation, a full contact buffer) as Python warnings: by default
+    MuJoCo appends them to MUJOCO_LOG.TXT in the user's working folder."""
+    import warnings
+    warnings.warn(f"MuJoCo: {message.strip()}", RuntimeWarning, stacklevel=2)
+
+
+try:
+    import mujoco
+    mujoco.set_mju_user_warning(_mujoco_warning)
+except (ImportError, AttributeError):  # no MuJoCo (other Gymnasium tasks), or bindings without the hook
+    pass
+
+
 def check_env_id(env_id: str) -> gym.Env:
     """Make one env or raise a one-line :class:`UserError` (unknown id, missing deps, non-Box spaces)."""
     try:

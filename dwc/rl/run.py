@@ -1,23 +1,11 @@
-"""The run directory: config, atomic checkpoints, metrics (JSONL + TensorBoard), progress bar.
-
-Layout (a stable interface later stages read)::
-
-    RUN/config.json        the full TrainConfig
-    RUN/checkpoint.pt      everything needed to resume (written atomically)
-    RUN/metrics.jsonl      one JSON object per logged event, each with "step"
-    RUN/tb/                TensorBoard event files
-    RUN/eval.json          the final deterministic evaluation
-    RUN/commands.txt       every command line that trained this run (one per leg: start, resumes)
-    RUN/legs.json          per leg, the device and precision it resolved (--device/--precision auto)
-"""
+"""The run directory while training: atomic checkpoints, RNG state, metrics (JSONL + TensorBoard),
+progress bar, learning-curve plots. The file layout and the torch-free readers are in dwc.rundir."""
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import random
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -26,32 +14,8 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import UserError
-
-CHECKPOINT = "checkpoint.pt"
-CONFIG = "config.json"
-METRICS = "metrics.jsonl"
-LEGS = "legs.json"
-COMMANDS = "commands.txt"
-
-
-def atomic_write_bytes(path: Path, write) -> None:
-    """Write via a temp file in the same folder, fsync, rename: a crash leaves the old file intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_json(path: Path, obj) -> None:
-    atomic_write_bytes(Path(path), lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
+from ..rundir import (CHECKPOINT, COMMANDS, CONFIG, LEGS, METRICS, atomic_write_bytes, episode_returns, read_metrics,
+                      write_json)
 
 
 def rng_state() -> dict:
@@ -85,16 +49,6 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
     if not isinstance(ckpt, dict) or "step" not in ckpt or "config" not in ckpt:
         raise UserError(f"corrupt checkpoint {path}: not a dwc checkpoint")
     return ckpt
-
-
-def load_config(run: Path) -> TrainConfig:
-    run = Path(run)
-    try:
-        return TrainConfig.from_dict(json.loads((run / CONFIG).read_text()))
-    except FileNotFoundError:
-        raise UserError(f"{run} is not a dwc run directory (no {CONFIG})") from None
-    except (ValueError, TypeError) as e:
-        raise UserError(f"{run / CONFIG} is invalid: {e}") from None
 
 
 class RunDir:
@@ -179,26 +133,6 @@ class RunDir:
             self.bar.close()
         self._metrics.close()
         self.tb.close()
-
-
-def read_metrics(metrics: Path) -> list[dict]:
-    """The records of a metrics.jsonl. The file is only appended to, so a kill or a full disk can
-    tear its last line at most; a line that does not parse as a record is skipped, not fatal."""
-    recs = []
-    if Path(metrics).exists():
-        for line in Path(metrics).read_bytes().decode(errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and isinstance(rec.get("step"), int):
-                recs.append(rec)
-    return recs
-
-
-def episode_returns(metrics: Path) -> list[tuple[int, float]]:
-    """(env step, episodic return) of every training episode a run's metrics.jsonl logged."""
-    return [(r["step"], r["charts/episodic_return"]) for r in read_metrics(metrics) if "charts/episodic_return" in r]
 
 
 def learning_curve_png(metrics: Path, path: Path, title: str = "") -> bool:

@@ -1,0 +1,50 @@
+"""Evaluation of trained policies, above training (dwc.rl) and the IR (dwc.ir): deterministic
+episodes of the float policy and of its frozen integer circuit, and training followed by them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import EVAL_SEED_OFFSET, TrainConfig
+from .errors import UserError
+from .policy import load_actor
+from .rl.common import actor_act_fn, evaluate, resolve_device
+from .rundir import write_json
+
+def train_and_evaluate(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True,
+                       command: list[str] | None = None, frozen: bool = False, log=print) -> dict:
+    """``dwc train``: train (or resume) into ``out`` (:func:`dwc.rl.train.train`), then the
+    deterministic evaluation written to eval.json (with ``frozen``, of the frozen circuit too)."""
+    from .rl.train import train
+    device = train(cfg, out, resume=resume, progress=progress, command=command, log=log)
+    return evaluate_run(out, cfg.eval_episodes, device=str(device), progress=progress, frozen=frozen)
+
+
+def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | None = None,
+                 progress: bool = True, frozen: bool = False, write: bool = True) -> dict:
+    """Deterministic episodes of the float policy; with ``frozen`` also of the frozen integer IR
+    (what goes into hardware) on the same seeds, reported under ``"frozen"``."""
+    if episodes < 1:
+        raise UserError(f"--episodes must be >= 1, got {episodes}")
+    dev = resolve_device(device)
+    actor, cfg, step = load_actor(run_dir, str(dev))
+    seed = cfg.seed + EVAL_SEED_OFFSET if seed is None else seed
+    if frozen:  # freeze first: a policy that cannot be frozen fails before any episode runs
+        from .compile import freeze_run
+        from .ir.fast import FastExecutor
+        circuit = FastExecutor(freeze_run(Path(run_dir)))  # bit-exact with the reference executor
+    result = evaluate(actor_act_fn(actor, dev), cfg.env, episodes, seed, progress=progress)
+    result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True)
+    if stats := actor.circuit_stats():  # the trained circuit's size against its budgets
+        result["circuit"] = dict(stats, max_luts=cfg.actor.max_luts or None,
+                                 max_comparators=cfg.actor.max_comparators or None, target=cfg.target or None)
+    if cfg.algo == "distill":  # a distilled run's budget also counts its teacher's training
+        from .rl.distill import teacher_summary
+        try:
+            result["teacher"] = teacher_summary(cfg.distill.teacher)
+        except UserError:
+            result["teacher"] = {"path": cfg.distill.teacher, "missing": True}
+    if frozen:
+        result["frozen"] = evaluate(lambda obs: circuit.act(obs)[0], cfg.env, episodes, seed, progress=progress)
+    if write:  # benchmarks read shipped policies without touching their recorded evaluation
+        write_json(Path(run_dir) / "eval.json", result)
+    return result

@@ -1,0 +1,67 @@
+"""The run directory's files, without torch: their names, crash-safe writes, and readers of the
+config and metrics that the CLI, sweeps and reports use (dwc.rl.run writes them while training).
+
+    RUN/config.json        the full TrainConfig
+    RUN/checkpoint.pt      everything needed to resume (written atomically; dwc.rl.run)
+    RUN/metrics.jsonl      one JSON object per logged event, each with "step"
+    RUN/tb/                TensorBoard event files
+    RUN/eval.json          the final deterministic evaluation
+    RUN/commands.txt       every command line that trained this run (one per leg: start, resumes)
+    RUN/legs.json          per leg, the device and precision it resolved (--precision/--device auto)
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .config import CONFIG, load_config
+
+__all__ = ["CHECKPOINT", "COMMANDS", "CONFIG", "LEGS", "METRICS", "atomic_write_bytes", "episode_returns",
+           "load_config", "read_metrics", "write_json"]
+
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.jsonl"
+LEGS = "legs.json"
+COMMANDS = "commands.txt"
+
+
+def atomic_write_bytes(path: Path, write) -> None:
+    """Write via a temp file in the same folder, fsync, rename: a crash leaves the old file intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, obj) -> None:
+    atomic_write_bytes(Path(path), lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
+
+
+def read_metrics(metrics: Path) -> list[dict]:
+    """The records of a metrics.jsonl. The file is only appended to, so a kill or a full disk can
+    tear its last line at most; a line that does not parse as a record is skipped, not fatal."""
+    recs = []
+    if Path(metrics).exists():
+        for line in Path(metrics).read_bytes().decode(errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("step"), int):
+                recs.append(rec)
+    return recs
+
+
+def episode_returns(metrics: Path) -> list[tuple[int, float]]:
+    """(env step, episodic return) of every training episode a run's metrics.jsonl logged."""
+    return [(r["step"], r["charts/episodic_return"]) for r in read_metrics(metrics) if "charts/episodic_return" in r]

@@ -1,0 +1,55 @@
+"""dwc as a user installs it from a wheel (not the editable source tree): the shipped policies come
+with the package, so dwc policies and dwc demo work from any folder."""
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel_python(tmp_path_factory):
+    """A fresh venv with dwc's wheel installed and nothing else; the dependencies are borrowed from
+    this environment by a path entry (a .pth adds the folder without running its .pth files, so the
+    editable install of the source tree stays out)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp),
+                    str(ROOT)], check=True, capture_output=True, timeout=300)
+    wheel = next(tmp.glob("dwc-*.whl"))
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return py
+
+
+def dwc(py, *args, cwd):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([str(py), "-m", "dwc", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=900)
+
+
+def test_policies_from_a_wheel(wheel_python, tmp_path):
+    res = dwc(wheel_python, "policies", "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert {"hopper-v5-dwc", "inverted-pendulum-v5-gates"} <= {r["name"] for r in rows}
+    assert all("site-packages" in r["path"] and str(ROOT) not in r["path"] for r in rows)  # the wheel's copy
+
+
+@pytest.mark.slow
+@pytest.mark.ci  # ~2-3 minutes: the README's first command, as a wheel user runs it
+def test_demo_from_a_wheel(wheel_python, tmp_path):
+    res = dwc(wheel_python, "demo", "--out", str(tmp_path / "demo"), "--no-progress", "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    s = json.loads(res.stdout)
+    assert s["rtl_equals_frozen"] and s["rtl_return"] == s["frozen_return"] == 1000.0
+    assert "site-packages" in s["run"] and Path(s["synth"]["bitstream"]).stat().st_size > 0

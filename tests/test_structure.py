@@ -1,0 +1,79 @@
+"""The code's shape: dependencies run one way (no import cycle among dwc's modules, lazy imports
+included), and the CLI answers --help without importing torch."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+# the installed package's layout (pyproject.toml): rtl/, sim/, fpga/ ship as dwc.rtl, dwc.sim, dwc.fpga
+PACKAGES = {"dwc": ROOT / "dwc", "dwc.rtl": ROOT / "rtl", "dwc.sim": ROOT / "sim", "dwc.fpga": ROOT / "fpga"}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for pkg, folder in PACKAGES.items():
+        for f in folder.rglob("*.py"):
+            parts = list(f.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([pkg, *parts])] = f
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the dwc modules it imports anywhere in its body (a function-level import is a
+    dependency too: it only postpones the cycle)."""
+    mods, graph = modules(), {}
+    for name, f in mods.items():
+        package = name if f.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + [node.module] if node.module else base) if node.level else node.module
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    deps.add(sub if sub in mods else target)
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle, if any (depth-first search with colours)."""
+    state, stack = {}, []
+
+    def visit(v):
+        state[v] = "open"
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == "open":
+                return stack[stack.index(w):] + [w]
+            if w not in state and (found := visit(w)):
+                return found
+        stack.pop()
+        state[v] = "done"
+
+    for v in sorted(graph):
+        if v not in state and (found := visit(v)):
+            return found
+    return None
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    assert len(graph) > 40 and graph["dwc.cli"]  # the walk found the package and its imports
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # the check can fail
+    assert cycle(graph) is None, " -> ".join(cycle(graph))
+
+
+def test_help_answers_without_torch():
+    code = ("import sys\nfrom dwc.cli import main\n"
+            "for argv in (['--help'], ['train', '--help'], ['build', '--help'], ['sweep', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "heavy = [m for m in ('torch', 'rliable', 'gymnasium', 'mujoco', 'ray') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "HEAVY []" in res.stdout, res.stdout[-500:] + res.stderr[-500:]
