@@ -66,7 +66,7 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
            pipeline: int | str = "max", episodes: int = 3, freq: float = 200.0, progress: bool = True,
            log=print) -> dict:
     from .compile import compile_run
-    from .config import OPTIONS, option_value, resume_config
+    from .config import OPTIONS, option_value, resume_config, train_command
     from .fpga.synth import TARGETS, synth
     from .config import EVAL_SEED_OFFSET
     from .evaluation import evaluate_run, train_and_evaluate
@@ -109,7 +109,8 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
             if resume:  # an interrupted or shorter run of this build: trained on, if it trains the same thing
                 cfg = resume_config(load_config(run), {k: option_value(train_cfg, k) for k in OPTIONS},
                                     flags={"target": "--train-target"})
-            r = train_and_evaluate(cfg, run, resume=resume, progress=progress, log=log)
+            r = train_and_evaluate(cfg, run, resume=resume, progress=progress, log=log,
+                                   command=train_command(cfg, run, resume=resume))
             return {"train_steps": r["train_steps"], "mean_return": r["mean_return"]}
         stage("train", digest(cfg_dict), [run / "checkpoint.pt", run / "eval.json"], do_train)
     cfg = load_config(run)

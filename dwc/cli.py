@@ -196,16 +196,18 @@ def _print_eval(result: dict, as_json: bool) -> None:
 
 def cmd_train(args) -> int:
     from .errors import interrupt_on_sigterm
+    cfg = _train_config(args)  # options checked before torch is imported: a mistake answers at once
     from .evaluation import train_and_evaluate
     interrupt_on_sigterm()
-    cfg = _train_config(args)
-    result = train_and_evaluate(cfg, args.out, resume=args.resume, progress=not args.no_progress, command=["dwc"] + args.argv,
-                   log=_log_for(args))
+    result = train_and_evaluate(cfg, args.out, resume=args.resume, progress=not args.no_progress,
+                                command=["dwc"] + args.argv, log=_log_for(args))
     _print_eval(result, args.json)
     return 0
 
 
 def cmd_eval(args) -> int:
+    from .rundir import load_config
+    load_config(args.run)  # a wrong path fails at once, before torch is imported
     from .evaluation import evaluate_run
     result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed,
                           progress=not args.no_progress, frozen=args.frozen)
@@ -225,6 +227,8 @@ def _add_export(sub):
 
 
 def cmd_export(args) -> int:
+    from .rundir import load_config
+    load_config(args.run)  # a wrong path fails at once, before torch is imported
     from .policy import export_policy
     r = export_policy(args.run, args.out)
     print(f"exported step-{r['step']} policy to {r['out']} ({r['bytes'] / 1e6:.2f} MB)")
@@ -294,6 +298,8 @@ def _add_hdl_options(p):
 
 
 def cmd_compile(args) -> int:
+    from .rundir import load_config
+    load_config(args.run)  # a wrong path fails at once, before torch is imported
     from .compile import compile_run
     smallest = {"ecp5": "ecp5-25k", "ice40": "ice40-up5k"}  # a family's device for --pipeline auto
     target = smallest.get(args.target, args.target)
@@ -688,7 +694,9 @@ def cmd_hil(args) -> int:
             print(f"episode {i} (seed {r['seeds'][i]}): return over the link {a:.3f}, reference {b:.3f}")
         print(f"{r['steps']} steps, {r['action_mismatches']} action mismatches, on-chip latency "
               f"{r['latency_cycles_on_chip']} cycles (declared {r['latency_cycles_declared']}), "
-              f"{r['retries']} resent frames, faults injected {r['faults_injected'] or 'none'}")
+              f"{r['retries']} resent frames, faults injected {r['faults_injected'] or 'none'}"
+              + (f" (not reached, the run has {r['steps']} steps: {r['faults_not_reached']})"
+                 if r["faults_not_reached"] else ""))
         print(f"link: {r['frame_bytes']['obs']} + {r['frame_bytes']['action']} bytes per step = "
               f"{r['link_time_per_step_s_at_baud'] * 1e3:.2f} ms at {r['baud']} baud")
         print(("PASS" if r["passed"] else "FAIL") + f"; report: {r['build']}/hil_report.json")

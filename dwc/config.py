@@ -188,6 +188,20 @@ def resume_config(stored: TrainConfig, given: dict, flags: dict | None = None) -
     return cfg
 
 
+def train_command(cfg: TrainConfig, out: Path, resume: bool = False) -> list[str]:
+    """The dwc train command line equivalent to a run trained by dwc sweep or dwc build (recorded in
+    its commands.txt; ``resume`` for a leg that continued the run)."""
+    default = TrainConfig()
+    words = ["dwc", "train"]
+    for name in OPTIONS:
+        v = option_value(cfg, name)
+        if name == "cuda_graphs":
+            words += [] if v else ["--no-cuda-graphs"]
+        elif v != option_value(default, name) or name in ("env", "policy", "algo", "steps", "seed"):
+            words += [f"--{name.replace('_', '-')}", str(v)]
+    return words + ["--out", str(out)] + ["--resume"] * resume + ["--no-progress"]
+
+
 def config_from_options(options: dict, where: str = "option") -> TrainConfig:
     """A validated TrainConfig from dwc train's options; ``where`` names their source in errors."""
     cfg = TrainConfig()

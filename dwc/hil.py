@@ -19,6 +19,8 @@ def _faults(spec: list[str]) -> dict:
         kind, _, step = item.partition("@")
         if kind not in FAULTS or not step.isdigit():
             raise UserError(f"--inject {item!r}: expected KIND@STEP with KIND one of {', '.join(FAULTS)}")
+        if int(step) in out:
+            raise UserError(f"--inject: step {step} is given twice ({out[int(step)]} and {kind}); one fault per step")
         out[int(step)] = kind
     return out
 
@@ -106,7 +108,9 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
               "seeds": seeds, "steps": steps, "return_hil": [e["return"] for e in r["episodes"]],
               "return_ref": [e["return"] for e in ref], "latency_cycles_on_chip": r["latency"],
               "latency_cycles_declared": ports["latency_cycles"], "retries": r["retries"],
-              "faults_injected": {str(k): v for k, v in faults.items()},
+              # steps count across the episodes; a fault after the last step was never sent
+              "faults_injected": {str(k): v for k, v in faults.items() if k < steps},
+              "faults_not_reached": {str(k): v for k, v in faults.items() if k >= steps},
               "frame_bytes": {"obs": obs_b + 2, "action": act_b + 3},
               "link_time_per_step_s_at_baud": round(bits / baud, 6), "baud": baud,
               "wall_seconds": round(r["seconds"], 2)}

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import OPTIONS, RESUMABLE, TrainConfig, config_from_options, option_value
+from .config import RESUMABLE, TrainConfig, config_from_options, train_command
 from .errors import UserError, interrupt_on_sigterm
 from .rundir import CHECKPOINT, METRICS, write_json
 
@@ -211,19 +211,6 @@ def load_spec(path: Path) -> Spec:
     return spec
 
 
-def train_command(cfg: TrainConfig, out: Path) -> list[str]:
-    """The dwc train command line equivalent to a sweep run (recorded in its commands.txt)."""
-    default = TrainConfig()
-    words = ["dwc", "train"]
-    for name in OPTIONS:
-        v = option_value(cfg, name)
-        if name == "cuda_graphs":
-            words += [] if v else ["--no-cuda-graphs"]
-        elif v != option_value(default, name) or name in ("env", "policy", "algo", "steps", "seed"):
-            words += [f"--{name.replace('_', '-')}", str(v)]
-    return words + ["--out", str(out), "--no-progress"]
-
-
 def run_job(job: dict) -> dict:
     """One sweep run, start to result.json; runs in a Ray worker (or anywhere: it is a plain function).
     Returns the result, or {"id", "error"} for a problem a retry would not fix."""
@@ -277,7 +264,8 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float) -> dict:
             raise UserError(f"{run} holds a run with other {', '.join(changed)} than the spec; "
                             f"use another sweep folder or delete that run")
     circuit = cfg.actor.policy != "mlp"
-    ev = train_and_evaluate(cfg, run, resume=resumed, progress=False, command=train_command(cfg, run), frozen=circuit)
+    ev = train_and_evaluate(cfg, run, resume=resumed, progress=False, command=train_command(cfg, run, resume=resumed),
+                            frozen=circuit)
     result = {"id": job["id"], "key": job["key"], "task": job["task"], "config": job["config"], "seed": job["seed"],
               "policy": cfg.actor.policy, "train_steps": ev["train_steps"], "episodes": ev["episodes"],
               "float_return": ev["mean_return"], "float_returns": ev["returns"],

@@ -101,6 +101,8 @@ def test_build_trains_the_run_train_trains_and_continues_it(tmp_path, capsys):
     steps = [json.loads(l)["step"] for l in (out / "run" / "metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(steps) and steps[-1] <= 500  # one run, continued: no restart from step 0
     assert json.loads((out / "run" / "config.json").read_text())["steps"] == 500
+    legs = [l for l in (out / "run" / "commands.txt").read_text().splitlines() if l.startswith("dwc train")]
+    assert len(legs) == 2 and "--resume" not in legs[0] and "--resume" in legs[1] and "--steps 500" in legs[1]
 
     res = run_cli(*build[:-1], *[("16" if a == "32" else a) for a in longer])  # --width 32 -> 16
     assert_one_line_error(res, "--width 16 (the run has 32)")

@@ -77,3 +77,14 @@ def test_help_answers_without_torch():
             "print('HEAVY', heavy)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "HEAVY []" in res.stdout, res.stdout[-500:] + res.stderr[-500:]
+
+
+def test_a_mistake_is_answered_before_torch_loads(tmp_path):
+    """Wrong paths and options fail in well under a second: the check comes before the heavy imports."""
+    code = ("import sys\nfrom dwc.cli import main\n"
+            f"codes = [main(['eval', '{tmp_path}/missing']), main(['compile', '{tmp_path}/missing', '--out', "
+            f"'{tmp_path}/b']), main(['train', '--thermo-bits', '8', '--out', '{tmp_path}/r'])]\n"
+            "print('CODES', codes, 'TORCH', 'torch' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "CODES [2, 2, 2] TORCH False" in res.stdout, res.stdout + res.stderr
+    assert res.stderr.count("does not exist") == 2 and "--thermo-bits must be odd" in res.stderr

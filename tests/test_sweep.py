@@ -15,7 +15,8 @@ import pytest
 from dwc.cli import build_parser, main
 from dwc.errors import UserError
 from dwc.report import aggregate, curve, quartiles
-from dwc.sweep import load_spec, train_command
+from dwc.config import train_command
+from dwc.sweep import load_spec
 
 SMALL = {"learning_starts": 300, "batch_size": 32, "checkpoint_every": 200, "eval_episodes": 2, "thermo_bits": 7,
          "width": 32, "lut_inputs": 4, "hidden": 32}
@@ -160,6 +161,8 @@ configs: {{dwc: {{policy: dwc}}}}
         log.close()
     legs = [l for l in (victim / "run/commands.txt").read_text().splitlines() if l.startswith("# from step")]
     assert legs[0] == "# from step 0" and int(legs[1].split()[-1]) > 0  # Ray's restart resumed, not restarted
+    words = [l for l in (victim / "run/commands.txt").read_text().splitlines() if l.startswith("dwc train")]
+    assert "--resume" not in words[0] and "--resume" in words[1]  # each leg as the dwc train command it equals
     assert [json.loads(l)["resumed"] for l in (victim / "attempts.jsonl").read_text().splitlines()] == [False, True]
     assert all(json.loads((d / "result.json").read_text())["train_steps"] == 1400 for d in runs.values())
 

@@ -129,17 +129,22 @@ def test_hil_sim_over_the_uart_link_with_faults(build, capsys):
     code, v = verify(build, "--episodes", "1", "--max-steps", "60", "--vectors", "50")
     assert code == 0
     assert main(["hil", str(build), "--sim", "--episodes", "1", "--max-steps", "60", "--inject", "garbage@5",
-                 "--inject", "drop@15", "--inject", "corrupt@30"]) == 0
-    assert "PASS" in capsys.readouterr().out
+                 "--inject", "drop@15", "--inject", "corrupt@30", "--inject", "drop@1000"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "not reached, the run has 60 steps" in out
     r = json.loads((build / "hil_report.json").read_text())
     assert r["return_hil"] == v["return_rtl"] == r["return_ref"] and r["steps"] == 60
     assert r["action_mismatches"] == 0 and r["latency_cycles_on_chip"] == [3]
     assert r["retries"] == 2 and r["frames_bad_on_chip"] == 2 and r["frames_ok_on_chip"] == 60
+    assert r["faults_injected"] == {"5": "garbage", "15": "drop", "30": "corrupt"}
+    assert r["faults_not_reached"] == {"1000": "drop"}  # a 60-step run never sent step 1000
 
 
 def test_hil_errors(build, capsys):
     assert main(["hil", str(build), "--sim", "--inject", "melt@3"]) == 2
     assert "KIND@STEP" in capsys.readouterr().err
+    assert main(["hil", str(build), "--sim", "--inject", "drop@3", "--inject", "garbage@3"]) == 2
+    assert "step 3 is given twice (drop and garbage)" in capsys.readouterr().err
 
 
 @pytest.mark.slow
