@@ -4,7 +4,7 @@ Measures samples/s at batch 1 and batch 4096 on one thread for:
   torch-mlp    the 2 x 256 float MLP actor in PyTorch (what users would deploy instead)
   ort-mlp      the same MLP (same weights) as an ONNX Gemm/Relu graph in onnxruntime (if installed)
   reference    the IR's numpy reference executor (obviously correct, slow)
-  fast         the IR compiled to bit-sliced C (64 samples per word)
+  fast         the IR compiled to bit-sliced C (256 samples per block of 4 x 64-bit words)
 on a DWC of the published size (2 x 1024 LUT6, B = 63, Hopper-v5 dimensions, random weights:
 throughput does not depend on the learned values) or on a trained policy (--policy DIR).
 
