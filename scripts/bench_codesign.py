@@ -26,6 +26,7 @@ LUTs at >= 150 MHz) is checked on every LUT4 row (on the IQM ratio). JSON and PN
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -76,9 +77,12 @@ def reference_point(run: Path, out: Path, args) -> dict:
     from dwc.rundir import load_config
     cfg = load_config(run)
     a = cfg.actor
-    s = build(out / "reference" / run.name, from_run=run, target=args.target, pipeline="max",
+    # a sweep's run folder (.../CONFIG/seedN/run) is named by its config; the build folder by its path
+    label = run.parent.parent.name if run.name == "run" and run.parent.name.startswith("seed") else run.name
+    where = hashlib.sha256(str(run.resolve()).encode()).hexdigest()[:8]
+    s = build(out / "reference" / f"{label}-{where}", from_run=run, target=args.target, pipeline="max",
               episodes=args.episodes, freq=args.freq, progress=False, log=lambda *a: None)
-    row = {"task": s["env"], "config": f"{config_name(a.lut_inputs, a.width, a.max_comparators, a.layers, a.last_width)} ({run.name})",
+    row = {"task": s["env"], "config": f"{config_name(a.lut_inputs, a.width, a.max_comparators, a.layers, a.last_width)} ({label})",
            "arity": a.lut_inputs, "frozen": s["frozen_return"], "luts": s["synth"]["luts"],
            "lut4_sites": s["synth"].get("lut4_sites"), "fmax_mhz": s["synth"]["fmax_mhz"],
            "latency_cycles": s["latency_cycles"], "comparators": s["comparators"], "ir_luts": s["ir_luts"],
@@ -91,6 +95,32 @@ def reference_point(run: Path, out: Path, args) -> dict:
     row["runs"] = [{"seed": cfg.seed, "train_steps": row["train_steps"], "precision": cfg.precision,
                     "frozen_return": row["frozen"]}]
     return row
+
+
+def merge_seeds(rows: list[dict]) -> list[dict]:
+    """Reference rows of one circuit, budget and precision (the seeds of one config) as one row with
+    all their runs, for the paired comparison; its figures are the medians over the seeds."""
+    from statistics import median
+    merged: dict[tuple, dict] = {}
+    for r in rows:
+        precisions = tuple(sorted({str(x["precision"]) for x in r["runs"]}))
+        key = (r["task"], r["config"], r["train_steps"], r.get("distill_steps"), precisions)
+        if key not in merged:
+            merged[key] = dict(r, members=[r])
+        else:
+            merged[key]["members"].append(r)
+    out = []
+    for m in merged.values():
+        members = m.pop("members")
+        m["runs"] = sorted((x for r in members for x in r["runs"]), key=lambda x: (x["seed"] is None, x["seed"]))
+        m["seeds"] = len(m["runs"])
+        for k in ("frozen", "luts", "lut4_sites", "fmax_mhz", "latency_cycles", "comparators", "ir_luts"):
+            vals = [r[k] for r in members if r.get(k) is not None]
+            m[k] = median(vals) if vals else None
+        if "rtl_equals_frozen" in m:
+            m["rtl_equals_frozen"] = all(r["rtl_equals_frozen"] for r in members)
+        out.append(m)
+    return out
 
 
 def points(sweep_dir: Path) -> list[dict]:
@@ -244,7 +274,8 @@ def main() -> int:
     spec.write_text(spec_text(args))
     try:
         state = {"runs": {}} if args.no_sweep else sweep(spec, args.out, args.address, progress=True)
-        rows = ([] if args.no_sweep else points(args.out)) + [reference_point(r, args.out, args) for r in args.reference]
+        rows = ([] if args.no_sweep else points(args.out)) + merge_seeds([reference_point(r, args.out, args)
+                                                                           for r in args.reference])
     except UserError as e:
         print(f"bench_codesign: error: {e}", file=sys.stderr)
         return 2

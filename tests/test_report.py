@@ -201,3 +201,28 @@ def test_codesign_compares_with_the_lut6_row_the_rule_picks(few_resamples):
     assert r["p_improvement"] < 0.5 and r["meets_target"] is False
     text = bench.table(rows)
     assert "0.90 [0.90, 0.90]" in text and "n = 2, no CI" in text and "ties broken by config name" in text
+
+
+def test_codesign_reference_runs_of_one_config_become_one_paired_row(few_resamples):
+    """bench_codesign --reference with the seeds of a sweep config: one row per circuit, budget and
+    precision holding every seed's run, so the LUT4 circuit is compared with the LUT6 one over the
+    paired seeds (with a CI from 5 of them)."""
+    path = Path(__file__).parent.parent / "scripts" / "bench_codesign.py"
+    spec = importlib.util.spec_from_file_location("bench_codesign", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def ref(config, arity, seed, frozen, luts):
+        return {"task": "Hopper-v5", "config": config, "arity": arity, "train_steps": 100, "frozen": frozen,
+                "luts": luts, "lut4_sites": 3 * luts, "fmax_mhz": 220.0 + seed, "latency_cycles": 10, "comparators": 9,
+                "ir_luts": luts, "seeds": 1, "reference": True, "rtl_equals_frozen": True,
+                "runs": [{"seed": seed, "train_steps": 100, "precision": "float32", "frozen_return": frozen}]}
+    rows = bench.merge_seeds([ref("lut4-w256 (lut4)", 4, s, 1000.0 + s, 680 + s) for s in range(1, 6)]
+                             + [ref("lut6-w256 (dwc)", 6, s, 2000.0 + 2 * s, 2500) for s in range(5, 0, -1)])
+    assert [(r["config"], r["seeds"]) for r in rows] == [("lut4-w256 (lut4)", 5), ("lut6-w256 (dwc)", 5)]
+    lut4 = rows[0]
+    assert [x["seed"] for x in lut4["runs"]] == [1, 2, 3, 4, 5] and lut4["frozen"] == 1003.0 and lut4["luts"] == 683
+    bench.compare(rows)
+    assert lut4["vs"] == "lut6-w256 (dwc)" and lut4["n"] == 5 and lut4["paired_seeds"] == [1, 2, 3, 4, 5]
+    assert lut4["return_ratio_ci_low"] is not None and lut4["return_ratio"] == pytest.approx(1003.0 / 2006.0)
+    assert lut4["meets_target"] is False  # half the return
