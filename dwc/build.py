@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from statistics import fmean
 
+from .config import DEFAULT_FREQ_MHZ
 from .errors import UserError
 from .rundir import write_json
 
@@ -63,7 +64,7 @@ def build(out: Path, *args, **kwargs) -> dict:
 
 
 def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = "ecp5-25k",
-           pipeline: int | str = "max", episodes: int = 3, freq: float = 200.0, progress: bool = True,
+           pipeline: int | str = "max", episodes: int = 3, freq: float = DEFAULT_FREQ_MHZ, progress: bool = True,
            log=print) -> dict:
     from .compile import compile_run
     from .config import OPTIONS, option_value, resume_config, train_command

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .config import DEFAULT_FREQ_MHZ
 from .errors import UserError
 
 MAIN_HELP = """\
@@ -81,9 +82,13 @@ TRAIN_TARGET_HELP = ("FPGA family the circuit is for: ecp5 | ice40 (4-input LUTs
                      "as ecp5-25k also works)")
 
 
-def _add_train_options(p, target_flag: str = "--target"):
+EPISODES_HELP = "deterministic episodes evaluated at the end of training (default 10)"
+
+
+def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
     """dwc train's options (all but --out/--resume), shared by dwc build so that both train the same run.
-    dwc build calls the training --target ``--train-target``, its own --target being the synthesis target."""
+    dwc build calls the training --target ``--train-target``, its own --target being the synthesis target,
+    and gives --episodes itself (``episodes=False``): there it counts the RTL's episodes too."""
     p.add_argument("--env", help="Gymnasium env id with Box spaces (default InvertedPendulum-v5)")
     p.add_argument("--policy", choices=["dwc", "gates", "qmlp", "mlp"],
                    help="actor type: dwc (LUT layers), gates (logic-gate network: 2-input gates choosing among "
@@ -108,7 +113,8 @@ def _add_train_options(p, target_flag: str = "--target"):
     p.add_argument("--num-envs", type=int, help="parallel envs stepped together (default 1)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default 1: fastest on 2 cores)")
     p.add_argument("--checkpoint-every", type=int, help="env steps between checkpoints (default 10000)")
-    p.add_argument("--eval-episodes", type=int, help="deterministic episodes at the end (default 10)")
+    if episodes:  # --episodes, as in dwc eval, verify, hil and build; --eval-episodes is its older name
+        p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=int, help=EPISODES_HELP)
     m = p.add_argument_group("DWC model (defaults: the published 2 x 1024 LUT6, B = 63)")
     m.add_argument("--layers", type=int, help="LUT layers (default 2)")
     m.add_argument("--width", type=int, help="LUTs per layer; the last is rounded down to a multiple of "
@@ -273,7 +279,8 @@ def _add_compile(sub):
                                      "xc7; default: the run's dwc train --target, else 6:3) and, with --pipeline "
                                      "auto, the device whose measured Fmax picks the stages (default: the run's "
                                      "--target family's smallest device, e.g. ecp5-25k)")
-    p.add_argument("--freq", type=float, default=150.0, help="with --pipeline auto: the clock to reach, MHz (default 150)")
+    p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
+                   help=f"with --pipeline auto: the clock to reach, MHz (default {DEFAULT_FREQ_MHZ:g})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -345,6 +352,9 @@ def _print_lowering(hdl: dict) -> None:
         print(f"  linear layer {layer['layer']}: {layer['neurons']} neurons: {layer['table']} lookup tables, "
               f"{layer['arithmetic']} arithmetic, {layer['constant']} constant (reading no input); input bits per "
               f"neuron {layer['input_bits_per_neuron']}")
+    if hdl.get("arithmetic"):
+        a = hdl["arithmetic"]
+        print(f"  arithmetic: {a['multipliers']:,} constant multipliers, {a['adders']:,} adders")
 
 
 def _add_import(sub):
@@ -387,6 +397,8 @@ def cmd_import(args) -> int:
     print(f"wrote {r['graph']}; Verilog {h['verilog']} (latency {h['latency_cycles']} cycles); "
           f"report {Path(r['graph']).parent / 'import_report.json'}")
     _print_lowering(h)
+    if h["arithmetic"] and h["arithmetic"]["warning"]:
+        print(f"warning: {h['arithmetic']['warning']}", file=sys.stderr)
     return 0
 
 
@@ -428,21 +440,26 @@ def _add_build(sub):
     p.add_argument("--pipeline", type=_pipeline, default="max", metavar="K|max|auto",
                    help="register stages in the core (default max: highest Fmax; auto: the fewest that reach "
                         "--freq on --target, measured by place and route)")
-    p.add_argument("--freq", type=float, default=200.0, help="clock requested from nextpnr in MHz (default 200)")
-    p.add_argument("--episodes", type=int, default=3, help="evaluation episodes: float, frozen and RTL (default 3)")
+    p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
+                   help=f"clock requested from nextpnr in MHz (default {DEFAULT_FREQ_MHZ:g})")
+    p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=int,
+                   help="evaluation episodes: the trained run's own at the end of training (as dwc train; default "
+                        "10) and the summary's float, frozen and RTL returns (default 3, as the RTL episodes are "
+                        "slow)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    _add_train_options(p, target_flag="--train-target")  # training: as dwc train (none with --from)
+    _add_train_options(p, target_flag="--train-target", episodes=False)  # training: as dwc train (none with --from)
 
 
 def cmd_build(args) -> int:
     from .build import build
-    if args.episodes < 1:
-        raise UserError(f"--episodes must be >= 1, got {args.episodes}")
+    episodes = 3 if args.eval_episodes is None else args.eval_episodes
+    if episodes < 1:
+        raise UserError(f"--episodes must be >= 1, got {episodes}")
     train_cfg = None
     if args.from_run is not None:
         from .config import OPTIONS
-        given = [k for k, v in vars(args).items() if v is not None and k in OPTIONS and k != "env"]
+        given = [k for k, v in vars(args).items() if v is not None and k in OPTIONS and k not in ("env", "eval_episodes")]
         if given:
             raise UserError(f"--from {args.from_run}: nothing is trained, so the training option(s) "
                             f"{', '.join(_flag(k) for k in given)} do not apply; drop them or drop --from")
@@ -452,13 +469,13 @@ def cmd_build(args) -> int:
         if train_cfg.actor.policy == "mlp":
             raise UserError("--policy mlp: a float MLP has no circuit; dwc build takes dwc, gates or qmlp "
                             "(train the MLP baseline with dwc train)")
-    s = build(args.out, args.env, args.from_run, train_cfg, args.synth_target, args.pipeline, args.episodes,
+    s = build(args.out, args.env, args.from_run, train_cfg, args.synth_target, args.pipeline, episodes,
               args.freq, progress=not args.no_progress, log=_log_for(args))
     return _print_build_summary(s, args)
 
 
 def _flag(name: str) -> str:
-    return "--train-target" if name == "target" else "--" + name.replace("_", "-")
+    return {"target": "--train-target", "eval_episodes": "--episodes"}.get(name, "--" + name.replace("_", "-"))
 
 
 def _print_build_summary(s: dict, args) -> int:
@@ -491,7 +508,7 @@ def cmd_demo(args) -> int:
     policy = POLICIES_DIR / args.policy
     if not (policy / "config.json").exists():
         raise UserError(f"--policy {args.policy}: not in {POLICIES_DIR} (dwc policies lists them)")
-    s = build(args.out, None, policy, None, args.target, "max", 3, 200.0, progress=not args.no_progress,
+    s = build(args.out, None, policy, None, args.target, "max", 3, DEFAULT_FREQ_MHZ, progress=not args.no_progress,
               log=_log_for(args))
     return _print_build_summary(s, args)
 
@@ -570,7 +587,8 @@ def _add_synth(sub):
     p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker"], default=[],
                    help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
                         "repeat for several")
-    p.add_argument("--freq", type=float, default=100.0, help="clock to place and route for, in MHz (default 100)")
+    p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
+                   help=f"clock to place and route for, in MHz (default {DEFAULT_FREQ_MHZ:g})")
     p.add_argument("--yosys-opts", help="options for yosys' synth_* command, replacing the target's measured "
                                         "default (ECP5: -cmp2softlogic, or -nobram when the adder trees are "
                                         "pipelined; others: none), e.g. -nowidelut")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from .config import DEFAULT_FREQ_MHZ
 from .errors import UserError
 from .ir import Graph
 from .ir.freeze import freeze
@@ -50,6 +51,26 @@ def popcount_compressor(graph: Graph, target: str | None = None) -> int:
     return compressor_for(NATIVE_LUT_INPUTS[family]) if family in NATIVE_LUT_INPUTS else COMPRESSOR
 
 
+# Constant multipliers in the Verilog, and what synthesis made of them here (yosys + nextpnr, ECP5, 2 CPU
+# cores): 132 (the shipped 2 x 16 quantised MLP) took 83 s in all; 1,612 (2 x 64) did not finish in
+# 10 minutes (docs/qmlp-cost/). Above this many, compile says so before a long verify or synth starts.
+SLOW_MULTIPLIERS = 400
+
+
+def arithmetic_cost(verilog: str) -> dict:
+    """The constant-coefficient arithmetic of the linear layers as emitted (quantised MLPs), with a
+    warning when it is large enough to make Verilator and synthesis take many minutes."""
+    import re
+    cells = {k: len(re.findall(rf"^\s*dwc_{k} ", verilog, re.M)) for k in ("smulc", "sadd")}
+    cost = {"multipliers": cells["smulc"], "adders": cells["sadd"], "warning": None}
+    if cells["smulc"] > SLOW_MULTIPLIERS:
+        cost["warning"] = (f"the core has {cells['smulc']:,} constant multipliers and {cells['sadd']:,} adders: "
+                           f"expect verify and synth to take tens of minutes or more (measured here: 132 "
+                           f"multipliers synthesised in 83 s, 1,612 did not finish in 10 minutes). A smaller "
+                           f"--hidden, a sparse --fan-in or fewer --weight-bits shrink it")
+    return cost
+
+
 def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "policy",
                  table_bits: int | None = None, compressor: int | None = None) -> dict:
     """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency).
@@ -67,12 +88,14 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
     except ValueError as e:
         raise UserError(f"--pipeline: {e}") from None
     t0 = time.perf_counter()
-    (out / "dwc_core.v").write_text(to_verilog(core))
+    verilog = to_verilog(core)
+    (out / "dwc_core.v").write_text(verilog)
     ports = core.port_description()
     write_json(out / "dwc_core.json", ports)
     return {"verilog": str(out / "dwc_core.v"), "ports": str(out / "dwc_core.json"),
             "latency_cycles": ports["latency_cycles"], "pipeline": ports["pipeline"],
             "popcount_compressor": compressor, "linear_lowering": ports.get("linear_lowering"),
+            "arithmetic": arithmetic_cost(verilog) if graph.linear else None,
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
@@ -117,7 +140,7 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
 
 def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False,
                 obs_frac: list[int] | None = None, pipeline: int | str = 0, table_bits: int | None = None,
-                target: str | None = None, freq: float = 150.0, log=print) -> dict:
+                target: str | None = None, freq: float = DEFAULT_FREQ_MHZ, log=print) -> dict:
     """``pipeline``: register stages, "max", or "auto" (the fewest that reach ``freq`` MHz on ``target``,
     measured by :func:`choose_pipeline`). ``target`` (or the one trained for) also picks the popcount
     structure (:func:`popcount_compressor`)."""
@@ -145,6 +168,8 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
         except ImportError:
             raise UserError("--onnx needs the onnx package: pip install 'dwc[onnx]'") from None
     hdl = emit_verilog(graph, out, pipeline, table_bits=table_bits, compressor=compressor)
+    if hdl["arithmetic"] and hdl["arithmetic"]["warning"]:
+        log(f"warning: {hdl['arithmetic']['warning']}")
     counts = graph.counts()
     actor_cfg = frozen.meta["actor"]
     budget = {"max_luts": actor_cfg.get("max_luts") or None, "luts": counts["luts"],

@@ -162,6 +162,10 @@ OPTIONS = {
 }
 # LUT inputs of each FPGA family's logic cell
 NATIVE_LUT_INPUTS = {"ecp5": 4, "ice40": 4, "xc7": 6}
+# The clock every hardware command requests unless told (compile --pipeline auto, build, synth, demo,
+# sweeps): one default, so that their timing verdicts and chosen pipelines agree. The pipelined cores
+# reach about 200 MHz on ECP5, so 100 MHz leaves margin there; iCE40 often needs less (--freq).
+DEFAULT_FREQ_MHZ = 100.0
 # What may change when resuming: how long and where to run, not what is trained.
 RESUMABLE = {"steps", "device", "cuda_graphs", "precision", "threads", "checkpoint_every", "eval_episodes"}
 
@@ -198,7 +202,7 @@ def train_command(cfg: TrainConfig, out: Path, resume: bool = False) -> list[str
         if name == "cuda_graphs":
             words += [] if v else ["--no-cuda-graphs"]
         elif v != option_value(default, name) or name in ("env", "policy", "algo", "steps", "seed"):
-            words += [f"--{name.replace('_', '-')}", str(v)]
+            words += ["--episodes" if name == "eval_episodes" else f"--{name.replace('_', '-')}", str(v)]
     return words + ["--out", str(out)] + ["--resume"] * resume + ["--no-progress"]
 
 
@@ -257,7 +261,7 @@ def validate(cfg: TrainConfig) -> None:
         (cfg.num_envs >= 1, f"--num-envs must be >= 1, got {cfg.num_envs}"),
         (cfg.threads >= 1, f"--threads must be >= 1, got {cfg.threads}"),
         (cfg.checkpoint_every >= 1, f"--checkpoint-every must be >= 1, got {cfg.checkpoint_every}"),
-        (cfg.eval_episodes >= 1, f"--eval-episodes must be >= 1, got {cfg.eval_episodes}"),
+        (cfg.eval_episodes >= 1, f"--episodes must be >= 1, got {cfg.eval_episodes}"),
         (2 <= a.lut_inputs <= 6, f"--lut-inputs must be in 2..6, got {a.lut_inputs}"),
         (a.layers >= 1, f"--layers must be >= 1, got {a.layers}"),
         (2 <= a.weight_bits <= 8, f"--weight-bits must be in 2..8, got {a.weight_bits}"),

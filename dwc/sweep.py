@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import RESUMABLE, TrainConfig, config_from_options, train_command
+from .config import DEFAULT_FREQ_MHZ, RESUMABLE, TrainConfig, config_from_options, train_command
 from .errors import UserError, interrupt_on_sigterm
 from .rundir import CHECKPOINT, METRICS, write_json
 
@@ -52,7 +52,7 @@ resources:                                # optional
 
 SPEC_KEYS = {"tasks", "seeds", "steps", "options", "configs", "hardware", "resources"}
 # episodes None: the run's evaluation episodes, so float, frozen and hardware returns are over the same ones
-HARDWARE_KEYS = {"target": "none", "episodes": None, "pipeline": "max", "freq": 200.0}
+HARDWARE_KEYS = {"target": "none", "episodes": None, "pipeline": "max", "freq": DEFAULT_FREQ_MHZ}
 RESOURCE_KEYS = {"cpus_per_run": 1, "gpus_per_run": "auto", "max_retries": 3}
 # Options that change where and how fast a run goes, not what it computes: not part of a run's identity.
 PLACEMENT = {"device", "cuda_graphs", "threads", "checkpoint_every"}

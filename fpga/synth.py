@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dwc.config import DEFAULT_FREQ_MHZ
 from dwc.fpga.tools import find_tool, run_tool
 
 
@@ -109,7 +110,7 @@ def tool_version(name: str) -> str:
         return f"unknown ({e})"
 
 
-def synth(build: Path, target: str, freq_mhz: float = 100.0, yosys_opts: str | None = None, seed: int = 1,
+def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = 1,
           log=print, activity: dict | None = None, energy_steps: int = 1000) -> dict:
     """Synthesise BUILD's core for ``target``; the report also estimates the energy per action from
     ``activity`` (:func:`dwc.fpga.energy.build_activity`; measured here over ``energy_steps``
