@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import subprocess
 import sys
@@ -887,13 +888,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dwc {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"\ndwc {args.command}: interrupted" +
-              (f"; checkpoint kept in {args.out}, continue with: dwc train --out {args.out} --resume"
-               if args.command == "train" and (args.out / "checkpoint.pt").exists() else
-               " before its first checkpoint, so nothing to resume: start it again with the same command" if args.command == "train" else
-               f"; finished runs are kept and the others checkpointed, continue with the same dwc sweep command"
-               if args.command == "sweep" else ""), file=sys.stderr)
+        print(f"\ndwc {args.command}: interrupted{_what_is_kept(args)}", file=sys.stderr)
         return 130
+    except OSError as e:
+        if e.errno not in DISK_ERRORS:
+            raise  # anything else is a bug worth its traceback
+        where = f" ({e.filename})" if e.filename else ""
+        print(f"dwc {args.command}: error: {e.strerror}{where}; free space or fix the permission, then run it "
+              f"again{_what_is_kept(args)}", file=sys.stderr)
+        return 1
+
+
+# Storage that cannot take the outputs: one line saying what was kept, not a traceback.
+DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def _what_is_kept(args) -> str:
+    """After a stop part-way (Ctrl-C, SIGTERM, a full disk): what survives and how to continue."""
+    if args.command == "train":
+        if (args.out / "checkpoint.pt").exists():
+            return f"; checkpoint kept in {args.out}, continue with: dwc train --out {args.out} --resume"
+        return " before its first checkpoint, so nothing to resume: start it again with the same command"
+    if args.command == "sweep":
+        return "; finished runs are kept and the others checkpointed, continue with the same dwc sweep command"
+    if args.command in ("build", "demo"):
+        return "; finished stages are kept (training checkpointed), continue with the same command"
+    return ""
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from .ir import Graph
 from .ir.freeze import freeze
 from .ir.passes import optimize
 from .ir.report import heatmap_png, input_usage
-from .rundir import write_json
+from .rundir import write_json, write_text
 
 
 def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: list[int] | None = None) -> Graph:
@@ -89,7 +89,7 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
         raise UserError(f"--pipeline: {e}") from None
     t0 = time.perf_counter()
     verilog = to_verilog(core)
-    (out / "dwc_core.v").write_text(verilog)
+    write_text(out / "dwc_core.v", verilog)
     ports = core.port_description()
     write_json(out / "dwc_core.json", ports)
     return {"verilog": str(out / "dwc_core.v"), "ports": str(out / "dwc_core.json"),

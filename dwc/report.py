@@ -16,7 +16,7 @@ import numpy as np
 
 from . import stats
 from .errors import UserError
-from .rundir import CONFIG, LEGS, METRICS, episode_returns, write_json
+from .rundir import CONFIG, LEGS, METRICS, episode_returns, write_json, write_text
 
 # per-run figures summarised over seeds
 FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "lut4_sites", "ir_luts", "comparators", "fmax_mhz",
@@ -327,5 +327,5 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
     write_json(sweep_dir / "report.json", rep)
     md = [f"# Sweep {sweep_dir.name}", "", text(rep, markdown=True), ""]
     md += [f"![{Path(c).stem}]({Path(c).name})" for c in curves]
-    (sweep_dir / "report.md").write_text("\n".join(md) + "\n")
+    write_text(sweep_dir / "report.md", "\n".join(md) + "\n")
     return rep

@@ -19,7 +19,7 @@ from pathlib import Path
 from .config import CONFIG, load_config
 
 __all__ = ["CHECKPOINT", "COMMANDS", "CONFIG", "LEGS", "METRICS", "atomic_write_bytes", "episode_returns",
-           "load_config", "read_metrics", "write_json"]
+           "load_config", "read_metrics", "write_json", "write_text"]
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
@@ -27,24 +27,66 @@ LEGS = "legs.json"
 COMMANDS = "commands.txt"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp makes 0600 files; outputs get the mode any other file written here gets (0644 under umask 022).
+FILE_MODE = 0o666 & ~_umask()
+
+
+class _RecordingWriter:
+    """A file whose failed writes are remembered: torch.save reports a full disk as a RuntimeError
+    ("unexpected pos"), which would hide the OSError (ENOSPC) that the CLI turns into one clear line."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, b):
+        try:
+            return self.f.write(b)
+        except OSError as e:
+            self.error = self.error or e
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
 def atomic_write_bytes(path: Path, write) -> None:
     """Write via a temp file in the same folder, fsync, rename: a crash leaves the old file intact."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            rec = _RecordingWriter(f)
+            try:
+                write(rec)
+            except Exception:
+                if rec.error is not None:
+                    raise rec.error from None
+                raise
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # name the file that could not be written
+            raise OSError(e.errno, e.strerror, str(path)) from None
         raise
 
 
+def write_text(path: Path, text: str) -> None:
+    """A text output (Verilog, a graph, a report), all or nothing: a full disk leaves the old file or none."""
+    atomic_write_bytes(Path(path), lambda f: f.write(text.encode()))
+
+
 def write_json(path: Path, obj) -> None:
-    atomic_write_bytes(Path(path), lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
+    write_text(path, json.dumps(obj, indent=2) + "\n")
 
 
 def read_metrics(metrics: Path) -> list[dict]:

