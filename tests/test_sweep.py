@@ -228,6 +228,7 @@ configs: {{dwc: {{policy: dwc}}}}
 
 
 @pytest.mark.slow
+@pytest.mark.ci  # ~1 minute: two 600-step runs, one circuit in Verilator
 def test_sweep_hardware_stage_verifies_each_circuit(tmp_path):
     """The hardware section: each run is compiled and run closed loop in Verilator; the report's
     hardware return is the Verilog's and equals the frozen policy's on the same episodes."""

@@ -91,6 +91,7 @@ def test_default_options_follow_the_pipelining():
 
 
 @pytest.mark.slow
+@pytest.mark.ci  # ~1 minute: a few small place-and-route runs
 def test_pipeline_auto_picks_the_fewest_stages_that_reach_the_clock(tmp_path):
     """Timing-aware lowering on measured Fmax: every tried design really went through nextpnr; the
     choice meets the clock and every shallower design tried misses it; the core written has the

@@ -148,7 +148,10 @@ def test_hil_errors(build, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["inverted-pendulum-v5-qmlp", "inverted-pendulum-v5-gates"])
+@pytest.mark.parametrize("policy", [  # CI: the small quantised MLP and the gate network (~30 s each)
+    "inverted-pendulum-v5-qmlp",
+    pytest.param("inverted-pendulum-v5-qmlp16", marks=pytest.mark.ci),
+    pytest.param("inverted-pendulum-v5-gates", marks=pytest.mark.ci)])
 def test_hil_sim_for_other_policy_types(tmp_path, policy):
     """The quantised MLP and the gate network go over the same UART link as a DWC, bit-exact."""
     from pathlib import Path
