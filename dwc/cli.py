@@ -615,7 +615,7 @@ def cmd_synth(args) -> int:
     if args.target and args.energy_steps:
         from .fpga.energy import build_activity
         log(f"switching activity over {args.energy_steps} closed-loop steps (for the energy estimate) ...")
-        from .rtl.core import built_compressor
+        from .rtl.popcount import built_compressor
         activity = build_activity(graph, args.energy_steps, built_compressor(ports))
     reports, failed = [], False
     for target in args.target:

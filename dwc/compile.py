@@ -41,9 +41,9 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
 def popcount_compressor(graph: Graph, target: str | None = None) -> int:
     """The popcounts' first-level counter for the fabric the circuit is built for: ``target``'s (an
     FPGA name or family), else the family the run was trained for (``dwc train --target``), else a
-    LUT6 fabric's 6:3 (see :data:`dwc.rtl.core.COMPRESSORS` for what was measured)."""
+    LUT6 fabric's 6:3 (see :data:`dwc.rtl.popcount.COMPRESSORS` for what was measured)."""
     from .config import NATIVE_LUT_INPUTS
-    from .rtl.core import COMPRESSOR, compressor_for
+    from .rtl.popcount import COMPRESSOR, compressor_for
     family = next((t.split("-")[0] for t in (target, graph.meta.get("target")) if t and t != "none"), None)
     if target and target != "none" and family not in NATIVE_LUT_INPUTS:
         raise UserError(f"--target {target!r}: choose an FPGA family ({', '.join(NATIVE_LUT_INPUTS)}) or a device "
@@ -78,7 +78,8 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
     see :class:`dwc.rtl.core.DWCCore` ("network" is for benchmarks against published cores);
     ``table_bits``: linear-layer neurons reading at most this many bits become lookup tables;
     ``compressor``: the popcounts' first-level counter (default: :func:`popcount_compressor`)."""
-    from .rtl.core import TABLE_BITS, DWCCore, max_pipeline, to_verilog
+    from .rtl.core import DWCCore, max_pipeline, to_verilog
+    from .rtl.linear import TABLE_BITS
     compressor = popcount_compressor(graph) if compressor is None else compressor
     if pipeline == "max":
         pipeline = max_pipeline(graph, compressor)

@@ -63,7 +63,8 @@ def tool_env() -> dict:
 
 
 def build_board(build: Path, board: str, pipeline: int | None = None, baud: int = BAUD, log=print) -> dict:
-    from dwc.rtl.core import CELLS_VERILOG, built_compressor
+    from dwc.rtl.cells import CELLS_VERILOG
+    from dwc.rtl.popcount import built_compressor
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r}; choose from {', '.join(BOARDS)}")
     build = Path(build)

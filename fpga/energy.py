@@ -55,10 +55,11 @@ def net_values(g: Graph, q: np.ndarray, compressor: int | None = None) -> dict[s
     for l, layer in enumerate(g.layers):
         bits = lut_layer(layer, bits)
         stages[f"layer{l}"] = bits
-    from dwc.rtl.core import COMPRESSOR, code_shape, count_width
+    from dwc.rtl.linear import code_shape
+    from dwc.rtl.popcount import COMPRESSOR, count_width
     compressor = compressor or COMPRESSOR
     sums, counts = [], []
-    for grp in g.groups:  # the adder trees level by level, as rtl.core.Popcount builds them
+    for grp in g.groups:  # the adder trees level by level, as rtl.popcount.Popcount builds them
         level = []  # (value, width in the RTL): the first-level counters' outputs first
         for i in range(0, len(grp), compressor):
             chunk = bits[:, grp[i:i + compressor]].astype(np.int64)

@@ -195,7 +195,7 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
         from dwc.fpga.energy import build_activity
         from dwc.ir import Graph
         log(f"[{target}] switching activity over {energy_steps} closed-loop steps ...")
-        from dwc.rtl.core import built_compressor
+        from dwc.rtl.popcount import built_compressor
         activity = build_activity(Graph.load(build / "graph.json"), energy_steps, built_compressor(ports))
     if activity is not None:
         from dwc.fpga.energy import energy

@@ -111,6 +111,7 @@ def link_verilog(graph, ports: dict, divisor: int) -> str:
     """The board top's logic (core + UART link, ports ``clk rst rx tx``) as Verilog module ``dwc_link``,
     with the same leaf cells as ``dwc_core.v`` (the core rebuilt as its port description ``ports``
     says): what ``dwc hil --sim`` runs in Verilator."""
-    from .core import DWCCore, built_compressor, to_verilog
+    from .core import DWCCore, to_verilog
+    from .popcount import built_compressor
     core = DWCCore(graph, ports["pipeline"], cells="verilog", compressor=built_compressor(ports))
     return to_verilog(PolicyLink(core, divisor), name="dwc_link")

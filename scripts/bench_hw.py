@@ -49,7 +49,7 @@ def main() -> None:
     from dwc.fpga.energy import build_activity
     from dwc.fpga.synth import TARGETS, DoesNotFit, synth
     from dwc.ir import Graph
-    from dwc.rtl.core import built_compressor
+    from dwc.rtl.popcount import built_compressor
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--designs", nargs="+", default=["small"],
                     help="small, ip, hopper, published, or run/policy folders (default small)")

@@ -48,7 +48,8 @@ def test_sparse_qmlp_lowers_to_lookup_tables():
     """--fan-in K (LogicNets-style sparsity): K nonzero weights per neuron; with 2-bit activations the
     hidden and output neurons read 3 x 2 = 6 bits and become lookup tables, first-layer neurons reading
     3 x 4-bit input codes stay arithmetic; the Amaranth core equals the reference either way."""
-    from dwc.rtl.core import DWCCore, lowering_report
+    from dwc.rtl.core import DWCCore
+    from dwc.rtl.linear import lowering_report
     from dwc.sim.pysim import run_vectors
     actor = trained_looking_qmlp(4, weight_bits=3, act_bits=2, out_bits=6, fan_in=3)
     graph = freeze_qmlp(actor)
