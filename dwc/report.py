@@ -26,14 +26,6 @@ RETURN_NAMES = {"float_return": "float", "frozen_return": "frozen", "rtl_return"
 CURVE_POINTS = 50
 
 
-def quartiles(values: list[float]) -> dict | None:
-    """Median and the 25th/75th percentiles (linear interpolation, as numpy) of the seeds' values."""
-    if not values:
-        return None
-    q1, med, q3 = np.percentile(np.asarray(values, dtype=float), [25, 50, 75])
-    return {"median": float(med), "q1": float(q1), "q3": float(q3), "n": len(values)}
-
-
 # what a comparison holds apart from the treatment: the budget (paired on separately), the seed (the
 # pairing key), the task, and where a run ran
 NOT_TREATMENT = {"env", "seed", "steps", "precision", "device", "cuda_graphs", "threads", "checkpoint_every",
@@ -96,7 +88,7 @@ def aggregate(state: dict, results: list[dict], intervals: bool = False) -> list
                "train_steps": min((r["train_steps"] for r in rs), default=None)}
         for key in FIGURES:
             values = [r[key] for r in rs if r.get(key) is not None]
-            row[key] = stats.summarize(values) if intervals and key in RETURNS and values else quartiles(values)
+            row[key] = stats.summarize(values) if intervals and key in RETURNS and values else stats.quartiles(values)
         eq = [r["rtl_equals_frozen"] for r in rs if r.get("rtl_equals_frozen") is not None]
         row["rtl_equals_frozen"] = all(eq) if eq else None
         rows.append(row)

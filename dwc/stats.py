@@ -60,15 +60,22 @@ def _iqm(x: np.ndarray) -> float:
     return float(metrics.aggregate_iqm(x))
 
 
+def quartiles(values: Sequence[float]) -> dict | None:
+    """n, median, q1, q3 (numpy's linear percentiles) of the seeds' values; None for no values."""
+    if len(values) == 0:
+        return None
+    q1, med, q3 = np.percentile(np.asarray(values, dtype=float), [25, 50, 75])
+    return {"n": len(values), "median": float(med), "q1": float(q1), "q3": float(q3)}
+
+
 def summarize(values: Sequence[float]) -> dict:
     """One task's per-seed values: n, median, q1, q3 (numpy's linear percentiles), the IQM and, from
     MIN_SEEDS seeds on, 95% percentile CIs of the IQM (ci_low, ci_high) and of the median
     (median_ci_low, median_ci_high) from one stratified bootstrap over seeds; below that the CIs are
     None and ``note`` says so."""
     x = _finite(values, "values").ravel()
-    q1, med, q3 = np.percentile(x, [25, 50, 75])
-    out = {"n": len(x), "median": float(med), "q1": float(q1), "q3": float(q3), "iqm": _iqm(x),
-           "ci_low": None, "ci_high": None, "median_ci_low": None, "median_ci_high": None, "note": None}
+    out = {**quartiles(x), "iqm": _iqm(x), "ci_low": None, "ci_high": None, "median_ci_low": None,
+           "median_ci_high": None, "note": None}
     if len(x) < MIN_SEEDS:
         return {**out, "note": no_ci(len(x))}
     from rliable import library as rly

@@ -113,3 +113,16 @@ def test_onnx_export_of_the_shipped_qmlp_matches_the_reference(tmp_path):
     assert np.array_equal(action, ref.act(graph, x).astype(np.float32))
     raw = rng.normal(0, 1, (3000, graph.obs_dim)).astype(np.float32)
     assert np.array_equal(sess.run(["action"], {"obs": raw})[0], ref.act(graph, raw).astype(np.float32))
+
+
+def test_compile_counts_the_arithmetic_and_warns_when_it_is_slow_to_build(tmp_path, capsys):
+    """The shipped 2 x 64 quantised MLP (1,612 constant multipliers: synthesis did not finish in 10
+    minutes) is flagged before a verify or synth starts; the 2 x 16 one (132: 83 s) is not."""
+    from pathlib import Path
+    policies = Path(__file__).parent.parent / "policies"
+    for name, warned in (("inverted-pendulum-v5-qmlp", True), ("inverted-pendulum-v5-qmlp16", False)):
+        assert main(["compile", str(policies / name), "--out", str(tmp_path / name), "--json"]) == 0
+        arithmetic = json.loads(capsys.readouterr().out)["hdl"]["arithmetic"]
+        verilog = (tmp_path / name / "dwc_core.v").read_text()
+        assert arithmetic["multipliers"] == verilog.count("\n  dwc_smulc #(") > 0  # instances, not the module
+        assert (arithmetic["warning"] is not None) == warned

@@ -14,7 +14,8 @@ import pytest
 
 from dwc.cli import build_parser, main
 from dwc.errors import UserError
-from dwc.report import aggregate, curve, quartiles
+from dwc.report import aggregate, curve
+from dwc.stats import quartiles
 from dwc.config import train_command
 from dwc.sweep import load_spec
 
