@@ -31,8 +31,9 @@ from ..config import TrainConfig
 from ..errors import UserError, interrupts_held
 from ..models import build_actor
 from ..policy import load_actor
-from .common import EpisodeTracker, RateMeter, flush_denormals, resolve_precision
+from .common import flush_denormals, resolve_precision
 from .envs import make_vector_env
+from .loop import train_loop
 from .run import RunDir, set_rng_state
 
 
@@ -61,7 +62,6 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
     data_act = np.zeros((cfg.steps, act_dim), dtype=np.float32)  # ... and the teacher's action there
     counters = {"iterations": 0}
     rng = np.random.default_rng(cfg.seed)
-    step = run.start_step
     if run.resume_state:
         s = run.resume_state
         student.load_state_dict(s["actor"])
@@ -72,38 +72,33 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
         rng.bit_generator.state = s["sampler"]
         set_rng_state(s["rng"])
 
-    def checkpoint():
-        run.save_checkpoint({"step": step, "actor": student.state_dict(), "opt": opt.state_dict(),
-                             "data_obs": data_obs[:step].copy(), "data_act": data_act[:step].copy(),
-                             "counters": counters, "sampler": rng.bit_generator.state,
-                             "obs_dim": obs_dim, "act_dim": act_dim})
+    def state(step: int) -> dict:  # a checkpoint at this step
+        return {"actor": student.state_dict(), "opt": opt.state_dict(),
+                "data_obs": data_obs[:step].copy(), "data_act": data_act[:step].copy(),
+                "counters": counters, "sampler": rng.bit_generator.state, "obs_dim": obs_dim, "act_dim": act_dim}
 
     def as_t(x):
         return torch.as_tensor(x, dtype=torch.float32, device=device)
 
     scale = student.action_scale
-    obs, _ = envs.reset(seed=cfg.seed + step)
-    episodes = EpisodeTracker(cfg.num_envs)
-    bar = run.start_progress(cfg.steps)
-    last_ckpt, meter, loss = step, RateMeter(step), float("nan")
-    try:
-        while step < cfg.steps:
+    obs, _ = envs.reset(seed=cfg.seed + run.start_step)
+    loss = float("nan")
+    with train_loop(run, envs, student, state) as loop:
+        while loop.step < cfg.steps:
             # an iteration's progress is in the counters, so a checkpoint taken inside it resumes exactly
-            start = counters.setdefault("rollout_start", step)
+            start = counters.setdefault("rollout_start", loop.step)
             end = min(start + dc.dagger_steps, cfg.steps)
             actor = teacher if counters["iterations"] == 0 else student
             # 1. roll out (the teacher first, then the student), every state labelled by the teacher
-            while step < end:
+            while loop.step < end:
                 o = as_t(obs)
                 label = teacher.act(o)
                 action = label if actor is teacher else student.act(o)
                 next_obs, rewards, terms, truncs, _ = envs.step(action.cpu().numpy())
-                k = min(cfg.num_envs, end - step)
+                step, k = loop.step, min(cfg.num_envs, end - loop.step)
                 with interrupts_held():  # data and step counter change together
                     data_obs[step:step + k], data_act[step:step + k] = obs[:k], label[:k].cpu().numpy()
-                    step += k
-                episodes.step(run, step, rewards, terms | truncs)
-                bar.update(k)
+                    loop.advance(k, rewards, terms | truncs)
                 obs = next_obs
             # 2. regress the student's actions onto the teacher's, on minibatches of all data so far
             updates = max(1, round(dc.updates_per_step * (end - start)))
@@ -113,7 +108,7 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
                     # the rate anneals linearly to zero: the last iteration settles the circuit instead
                     # of leaving it wherever a full-size last step put it
                     opt.param_groups[0]["lr"] = dc.distill_lr * (1.0 - progress) + 1e-3 * dc.distill_lr * progress
-                    idx = rng.integers(0, step, cfg.sac.batch_size)
+                    idx = rng.integers(0, loop.step, cfg.sac.batch_size)
                     mean, _ = student.dist_params(as_t(data_obs[idx]))
                     err = ((student.squash(mean) - as_t(data_act[idx])) / scale).square().mean()
                     opt.zero_grad(set_to_none=True)
@@ -125,18 +120,8 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
                     loss = err.item() if u == updates - 1 else loss
             counters["iterations"] += 1
             counters.pop("rollout_start"), counters.pop("updates_done", None)
-            sps = meter.rate(step)
-            run.log(step, **{"losses/distill": loss, "charts/SPS": sps, "distill/updates": updates},
-                    **{f"circuit/{k}": v for k, v in student.circuit_stats().items()})
-            bar.set_postfix(**episodes.postfix(sps), loss=f"{loss:.4f}")
-            if step - last_ckpt >= cfg.checkpoint_every:
-                checkpoint()
-                last_ckpt = step
+            loop.report({"losses/distill": loss, "charts/SPS": loop.sps(), "distill/updates": updates},
+                        loss=f"{loss:.4f}")
+            loop.checkpoint_if_due()
         student.apply_budget_(1.0)
-        checkpoint()
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep everything up to this step
-        checkpoint()
-        raise
-    finally:
-        envs.close()
     return student

@@ -16,8 +16,9 @@ from torch import nn
 from ..config import TrainConfig
 from ..models import build_actor
 from ..models.encoding import ObsNormalizer
-from .common import EpisodeTracker, RateMeter, flush_denormals, resolve_precision, sample_action, squashed_log_prob
+from .common import flush_denormals, resolve_precision, sample_action, squashed_log_prob
 from .envs import make_vector_env
+from .loop import train_loop
 from .run import RunDir, set_rng_state
 
 
@@ -37,7 +38,6 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
     params = list(actor.parameters()) + list(critic.parameters())
     opt = torch.optim.Adam(params, lr=pc.lr, eps=1e-5, fused=True)
     counters = {"iterations": 0}
-    step = run.start_step
     ret_stats = ObsNormalizer(1)  # running variance of the discounted return, for reward scaling
     disc_ret = np.zeros(cfg.num_envs)
     if run.resume_state:
@@ -61,21 +61,19 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
     buf_done = torch.zeros(T, N, device=device)
     buf_val = torch.zeros(T, N, device=device)
 
-    def checkpoint():
-        run.save_checkpoint({"step": step, "actor": actor.state_dict(), "critic": critic.state_dict(),
-                             "opt": opt.state_dict(), "counters": counters, "obs_dim": obs_dim, "act_dim": act_dim,
-                             "ret_stats": ret_stats.state_dict(), "disc_ret": disc_ret})
+    def state(step: int) -> dict:  # a checkpoint at this step
+        return {"actor": actor.state_dict(), "critic": critic.state_dict(), "opt": opt.state_dict(),
+                "counters": counters, "obs_dim": obs_dim, "act_dim": act_dim,
+                "ret_stats": ret_stats.state_dict(), "disc_ret": disc_ret}
 
     def as_t(x):
         return torch.as_tensor(x, dtype=torch.float32, device=device)
 
-    obs, _ = envs.reset(seed=cfg.seed + step)
+    obs, _ = envs.reset(seed=cfg.seed + run.start_step)
     actor.normalizer.update(as_t(obs))
-    episodes = EpisodeTracker(N)
-    bar = run.start_progress(cfg.steps)
-    last_ckpt, meter = step, RateMeter(step)
-    try:
-        while step < cfg.steps:
+    # checkpoints only between iterations: an interrupt keeps the last one, and a resume repeats no partial rollout
+    with train_loop(run, envs, actor, state, checkpoint_on_interrupt=False) as loop:
+        while loop.step < cfg.steps:
             if pc.anneal_lr:
                 opt.param_groups[0]["lr"] = pc.lr * (1.0 - counters["iterations"] / total_iters)
             for t in range(T):
@@ -85,7 +83,7 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
                     v = critic(actor.normalizer(o)).squeeze(-1)
                 next_obs, rew, terms, truncs, infos = envs.step(a.cpu().numpy())
                 dones = terms | truncs
-                episodes.step(run, step + N, rew, dones)
+                loop.advance(N, rew, dones)
                 rew = rew.astype(np.float64)  # a copy: scaling and bootstrapping must not touch the logged reward
                 if pc.norm_reward:
                     disc_ret = disc_ret * pc.gamma + rew
@@ -100,8 +98,6 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
                 buf_obs[t], buf_u[t], buf_logp[t], buf_val[t] = o, u, logp, v
                 buf_rew[t], buf_done[t] = as_t(rew), as_t(dones)
                 actor.normalizer.update(as_t(next_obs))
-                step += N
-                bar.update(N)
                 obs = next_obs
 
             with torch.no_grad():
@@ -136,18 +132,10 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
                         opt.step()
                         actor.constrain_()
             counters["iterations"] += 1
-            actor.apply_budget_(step / cfg.steps)
-            sps = meter.rate(step)  # over the last iteration
-            run.log(step, **{"losses/policy": pg_loss.item(), "losses/value": v_loss.item(),
-                             "losses/entropy": entropy.item(), "charts/SPS": sps,
-                             "charts/approx_kl": (ratio.log().neg().mean()).item()},
-                    **{f"circuit/{k}": v for k, v in actor.circuit_stats().items()})
-            bar.set_postfix(**episodes.postfix(sps))
-            if step - last_ckpt >= cfg.checkpoint_every:
-                checkpoint()
-                last_ckpt = step
-        checkpoint()
-    finally:
-        envs.close()
+            actor.apply_budget_(loop.step / cfg.steps)
+            loop.report({"losses/policy": pg_loss.item(), "losses/value": v_loss.item(),
+                         "losses/entropy": entropy.item(), "charts/SPS": loop.sps(),  # over the last iteration
+                         "charts/approx_kl": (ratio.log().neg().mean()).item()})
+            loop.checkpoint_if_due()
     return actor
 

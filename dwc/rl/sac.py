@@ -22,8 +22,9 @@ from torch import nn
 from ..config import TrainConfig
 from ..errors import interrupts_held
 from ..models import build_actor
-from .common import EpisodeTracker, GraphedCall, RateMeter, flush_denormals, resolve_precision, sample_action
+from .common import GraphedCall, flush_denormals, resolve_precision, sample_action
 from .envs import make_vector_env, real_next_obs
+from .loop import train_loop
 from .replay import ReplayBuffer
 from .run import RunDir, set_rng_state
 
@@ -156,18 +157,17 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
     rb = ReplayBuffer(min(sc.buffer_size, cfg.steps), obs_dim, act_dim, seed=cfg.seed)
     counters = {"updates": 0}
 
-    step = run.start_step
     if run.resume_state:
         s = run.resume_state
         learner.load_state_dict(s)
         rb.load_state_dict(s["replay"])
         counters = s["counters"]
         set_rng_state(s["rng"])
-        act_space.seed(cfg.seed + step)
+        act_space.seed(cfg.seed + run.start_step)
 
-    def checkpoint():
-        run.save_checkpoint({"step": step, **learner.state_dict(), "replay": rb.state_dict(),
-                             "counters": counters, "obs_dim": obs_dim, "act_dim": act_dim})
+    def state(step: int) -> dict:  # a checkpoint at this step
+        return {**learner.state_dict(), "replay": rb.state_dict(), "counters": counters,
+                "obs_dim": obs_dim, "act_dim": act_dim}
 
     def update(log: bool) -> dict:
         batch = rb.sample(sc.batch_size, device)
@@ -180,17 +180,14 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
         counters["updates"] += 1
         return {k: v.item() for k, v in stats.items()} if log else {}
 
-    obs, _ = envs.reset(seed=cfg.seed + step)  # a resumed run starts fresh episodes (documented)
+    obs, _ = envs.reset(seed=cfg.seed + run.start_step)  # a resumed run starts fresh episodes (documented)
     if not run.resume_state:
         act_space.seed(cfg.seed)
     actor.normalizer.update(torch.as_tensor(obs, device=device))
-    episodes = EpisodeTracker(cfg.num_envs)
-    bar = run.start_progress(cfg.steps)
     updates_per_iter = max(1, round(cfg.num_envs * sc.utd))
-    last_ckpt, meter = step, RateMeter(step)
-    try:
-        while step < cfg.steps:
-            if step < sc.learning_starts:
+    with train_loop(run, envs, actor, state) as loop:
+        while loop.step < cfg.steps:
+            if loop.step < sc.learning_starts:
                 actions = np.stack([act_space.sample() for _ in range(cfg.num_envs)])
             else:
                 o = torch.as_tensor(obs, dtype=torch.float32, device=device)
@@ -200,27 +197,15 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
             with interrupts_held():  # replay, normaliser, step counter and learner change together
                 rb.add(obs, real_next_obs(next_obs, dones, infos), actions, rewards, terms)
                 actor.normalizer.update(torch.as_tensor(next_obs, device=device))
-                step += cfg.num_envs
-                episodes.step(run, step, rewards, dones)
+                loop.advance(cfg.num_envs, rewards, dones)
                 obs = next_obs
-                if step > sc.learning_starts:
+                if loop.step > sc.learning_starts:
                     for k in range(updates_per_iter):
-                        stats = update(log=(step % 1000 < cfg.num_envs and k == 0))
+                        stats = update(log=(loop.step % 1000 < cfg.num_envs and k == 0))
                         if stats:
-                            run.log(step, **stats)
-                actor.apply_budget_(step / cfg.steps)
-            bar.update(cfg.num_envs)
-            if step % 1000 < cfg.num_envs:  # SPS over the last 1000 steps
-                sps = meter.rate(step)
-                run.log(step, **{"charts/SPS": sps}, **{f"circuit/{k}": v for k, v in actor.circuit_stats().items()})
-                bar.set_postfix(**episodes.postfix(sps))
-            if step - last_ckpt >= cfg.checkpoint_every:
-                checkpoint()
-                last_ckpt = step
-        checkpoint()
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep everything up to this step
-        checkpoint()
-        raise
-    finally:
-        envs.close()
+                            run.log(loop.step, **stats)
+                actor.apply_budget_(loop.step / cfg.steps)
+            if loop.step % 1000 < cfg.num_envs:  # SPS over the last 1000 steps
+                loop.report({"charts/SPS": loop.sps()})
+            loop.checkpoint_if_due()
     return actor
