@@ -4,11 +4,11 @@ from __future__ import annotations
 import argparse
 import errno
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from .config import DEFAULT_FREQ_MHZ
+from .catalog import POLICIES_DIR
 from .errors import UserError
 
 MAIN_HELP = """\
@@ -187,38 +187,24 @@ def _train_config(args):
     return config_from_options(given)
 
 
-def _print_eval(result: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"{result['env']}  {result['policy']}/{result['algo']} after {result['train_steps']} steps: "
-              f"return mean {result['mean_return']:.1f}  median {result['median_return']:.1f}  "
-              f"std {result['std_return']:.1f}  over {result['episodes']} deterministic episodes")
-        if "frozen" in result:
-            f = result["frozen"]
-            print(f"{'frozen integer circuit':>{len(result['env']) + 2 + len(result['policy']) + len(result['algo']) + 1}}"
-                  f" ({result['train_steps']} steps): return mean {f['mean_return']:.1f}  median "
-                  f"{f['median_return']:.1f}  std {f['std_return']:.1f}")
-
-
 def cmd_train(args) -> int:
     from .errors import interrupt_on_sigterm
     cfg = _train_config(args)  # options checked before torch is imported: a mistake answers at once
-    from .evaluation import train_and_evaluate
+    from .evaluation import eval_text, train_and_evaluate
     interrupt_on_sigterm()
     result = train_and_evaluate(cfg, args.out, resume=args.resume, progress=not args.no_progress,
                                 command=["dwc"] + args.argv, log=_log_for(args))
-    _print_eval(result, args.json)
+    print(json.dumps(result, indent=2) if args.json else eval_text(result))
     return 0
 
 
 def cmd_eval(args) -> int:
     from .rundir import load_config
     load_config(args.run)  # a wrong path fails at once, before torch is imported
-    from .evaluation import evaluate_run
+    from .evaluation import eval_text, evaluate_run
     result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed,
                           progress=not args.no_progress, frozen=args.frozen)
-    _print_eval(result, args.json)
+    print(json.dumps(result, indent=2) if args.json else eval_text(result))
     return 0
 
 
@@ -308,54 +294,13 @@ def _add_hdl_options(p):
 def cmd_compile(args) -> int:
     from .rundir import load_config
     load_config(args.run)  # a wrong path fails at once, before torch is imported
-    from .compile import compile_run
-    smallest = {"ecp5": "ecp5-25k", "ice40": "ice40-up5k"}  # a family's device for --pipeline auto
-    target = smallest.get(args.target, args.target)
-    if args.pipeline == "auto" and target is None:
-        from .rundir import load_config
-        target = smallest.get(load_config(args.run).target)
+    from .compile import compile_run, compile_text, placed_target
+    target = placed_target(args.target, args.run) if args.pipeline == "auto" else args.target
     r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
                     pipeline=args.pipeline, table_bits=args.table_bits, target=target, freq=args.freq,
                     log=_log_for(args))
-    if args.json:
-        print(json.dumps(r, indent=2))
-    else:
-        print(f"{'pass':<28}{'comparators':>12}{'LUTs':>8}  per layer        per arity")
-        rows = [p for p in r["passes"] if p["round"] <= 1]  # the frozen graph, then the first round
-        rows.append(dict(r["passes"][-1], **{"pass": f"final (after {r['passes'][-1]['round']} rounds)"}))
-        for p in rows:
-            arity = " ".join(f"{k}:{v}" for k, v in p["luts_per_arity"].items())
-            print(f"{p['pass']:<28}{p['comparators']:>12}{p['luts']:>8}  {str(p['luts_per_layer']):<16} {arity}")
-        c, i = r["counts"], r["inputs"]
-        print(f"wrote {r['graph']}: popcounts {c['popcount_sizes']} ({r['seconds']:.2f} s)")
-        print(f"inputs: {i['comparators_used']} comparators read, unused dims {i['dims_unused'] or 'none'}; "
-              f"heat map {i['heatmap']}")
-        b = r["budget"]
-        if b["max_luts"] or b["max_comparators"]:
-            print(f"budget: {b['luts']} LUTs (max {b['max_luts'] or '-'}), {b['comparators']} comparators (max "
-                  f"{b['max_comparators'] or '-'}): {'met' if b['met'] else 'EXCEEDED (a run stopped before its budget schedule ended?)'}")
-        if r["onnx"]:
-            print(f"ONNX model: {r['onnx']}")
-        h, ps = r["hdl"], r["pipeline_search"]
-        if ps:
-            print(f"pipeline auto for {ps['target']} at {ps['requested_mhz']:g} MHz: " + ", ".join(
-                f"{t['pipeline']} stages {t['fmax_mhz']} MHz" for t in ps["tried"]) +
-                f" -> {ps['chosen']} stages" + ("" if ps["met"] else " (the deepest; the clock is NOT met)"))
-        k = h["popcount_compressor"]
-        print(f"Verilog: {h['verilog']} (latency {h['latency_cycles']} cycles, popcounts from {k}:{k.bit_length()} "
-              f"counters, ports in {h['ports']}, {h['seconds']:.1f} s)")
-        _print_lowering(h)
+    print(json.dumps(r, indent=2) if args.json else compile_text(r))
     return 0
-
-
-def _print_lowering(hdl: dict) -> None:
-    for layer in hdl.get("linear_lowering") or []:
-        print(f"  linear layer {layer['layer']}: {layer['neurons']} neurons: {layer['table']} lookup tables, "
-              f"{layer['arithmetic']} arithmetic, {layer['constant']} constant (reading no input); input bits per "
-              f"neuron {layer['input_bits_per_neuron']}")
-    if hdl.get("arithmetic"):
-        a = hdl["arithmetic"]
-        print(f"  arithmetic: {a['multipliers']:,} constant multipliers, {a['adders']:,} adders")
 
 
 def _add_import(sub):
@@ -379,27 +324,10 @@ def _add_import(sub):
 
 
 def cmd_import(args) -> int:
-    from .compile import import_model
+    from .compile import import_model, import_text
     r = import_model(args.model, args.out, args.env, args.obs_width, args.act_width, args.pipeline,
-                     table_bits=args.table_bits)
-    if args.json:
-        print(json.dumps(r, indent=2))
-        return 0
-    info, c = r["read"], r["check_against_onnxruntime"]
-    print(f"read {r['model']}: {' '.join(info['operators'])}")
-    for k, l in enumerate(info["layers"]):
-        print(f"  layer {k}: {l['inputs']} -> {l['outputs']}, shift {l['shift']}, codes {l['lo']}..{l['hi']}")
-    print(f"  observation codes {info['observation_codes'][0]}..{info['observation_codes'][1]} "
-          f"(fixed point {info['obs_format']['width']}.{info['obs_format']['frac']}), tail "
-          f"{' '.join(info['tail']) or 'none'} folded into the action tables")
-    print(f"checked against onnxruntime: {c['vectors']} observations, {c['code_mismatches']} code mismatches, "
-          f"max action difference {c['max_action_error']:.3g} (LSB {c['action_lsb']:.3g})")
-    h = r["hdl"]
-    print(f"wrote {r['graph']}; Verilog {h['verilog']} (latency {h['latency_cycles']} cycles); "
-          f"report {Path(r['graph']).parent / 'import_report.json'}")
-    _print_lowering(h)
-    if h["arithmetic"] and h["arithmetic"]["warning"]:
-        print(f"warning: {h['arithmetic']['warning']}", file=sys.stderr)
+                     table_bits=args.table_bits, log=_log_for(args))
+    print(json.dumps(r, indent=2) if args.json else import_text(r))
     return 0
 
 
@@ -601,9 +529,7 @@ def _add_synth(sub):
 
 
 def cmd_synth(args) -> int:
-    from .fpga.synth import DoesNotFit, synth
-    from .verify import load_build
-    graph, ports, _ = load_build(args.build)
+    from .fpga.synth import synth_build, synth_text
     if args.freq <= 0:
         raise UserError("--freq must be > 0")
     if not args.target and not args.board:
@@ -611,57 +537,12 @@ def cmd_synth(args) -> int:
     if args.energy_steps < 0:
         raise UserError("--energy-steps must be >= 0")
     log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
-    activity = None
-    if args.target and args.energy_steps:
-        from .fpga.energy import build_activity
-        log(f"switching activity over {args.energy_steps} closed-loop steps (for the energy estimate) ...")
-        from .rtl.popcount import built_compressor
-        activity = build_activity(graph, args.energy_steps, built_compressor(ports))
-    reports, failed = [], False
-    for target in args.target:
-        try:
-            reports.append(synth(args.build, target, args.freq, args.yosys_opts, args.seed, log=log,
-                                 activity=activity, energy_steps=args.energy_steps))
-        except DoesNotFit as e:
-            print(f"dwc synth: {e}", file=sys.stderr)
-            failed = True
-        except RuntimeError as e:
-            raise UserError(str(e)) from None
-    boards = []
-    for board in args.board:
-        from .fpga.boards import build_board
-        try:
-            boards.append(build_board(args.build, board, log=log))
-        except ValueError as e:  # an unknown board
-            raise UserError(str(e)) from None
-        except subprocess.CalledProcessError as e:  # amaranth runs the FPGA tools as one build script
-            raise UserError(f"--board {board}: the FPGA tools failed (exit status {e.returncode}); their output "
-                            f"is above, the build script in {args.build / 'board' / board}") from None
-    if args.json:
-        print(json.dumps(reports + boards, indent=2))
-    else:
-        if reports:
-            print(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'util':>7}{'Fmax MHz':>10}{'latency':>9}{'actions/s':>12}  bitstream")
-        for r in reports:
-            fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
-            aps = f"{r['actions_per_s'] / 1e6:.1f} M" if r["actions_per_s"] else "-"
-            print(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{r['utilisation']:>7.0%}{fmax:>10}"
-                  f"{r['latency_cycles']:>8}c{aps:>12}  {r['bitstream'] or '(estimate only)'}")
-        if reports:
-            print("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); Fmax from nextpnr's timing analysis")
-        for r in reports:
-            if "energy" in r:
-                e = r["energy"]
-                static = f" + static {e['static_nj']:.3g} ({e['parameters']['static_mw']:g} mW at {e['at_mhz']:g} MHz)" \
-                    if e["static_nj"] is not None else " (no Fmax: static left out)"
-                print(f"{r['target']}: ESTIMATED {e['per_action_nj']:.3g} nJ/action = dynamic {e['dynamic_nj']:.3g} "
-                      f"(activity {e['activity']['alpha']:.3f}) + clock {e['clock_nj']:.3g}{static}")
-        if any("energy" in r for r in reports):
-            print("energy: an estimate (measured activity x assumed per-cell energies); model in report.json 'energy'")
-        for b in boards:
-            print(f"board {b['board']} ({b['device']}): clock {b['clock_mhz']:g} MHz, Fmax {b['fmax_mhz']} MHz, "
-                  f"UART {b['baud']} baud, latency {b['latency_cycles']} cycles; bitstream {b['bitstream']}")
-    return 1 if failed else 0
+    r = synth_build(args.build, args.target, args.board, args.freq, args.yosys_opts, args.seed, args.energy_steps,
+                    log=log)
+    for e in r["did_not_fit"]:
+        print(f"dwc synth: {e}", file=sys.stderr)
+    print(json.dumps(r["reports"] + r["boards"], indent=2) if args.json else synth_text(r["reports"], r["boards"]))
+    return 1 if r["did_not_fit"] else 0
 
 
 HIL_HELP = """\
@@ -698,7 +579,7 @@ def _add_hil(sub):
 
 
 def cmd_hil(args) -> int:
-    from .hil import hil
+    from .hil import hil, hil_text
     from .verify import load_build
     load_build(args.build)
     if args.episodes < 1 or args.baud < 1200:
@@ -706,33 +587,8 @@ def cmd_hil(args) -> int:
     log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
     r = hil(args.build, args.env, args.episodes, args.seed, args.max_steps, args.sim, args.port, args.baud,
             args.inject, log=log)
-    if args.json:
-        print(json.dumps(r, indent=2))
-    else:
-        for i, (a, b) in enumerate(zip(r["return_hil"], r["return_ref"])):
-            print(f"episode {i} (seed {r['seeds'][i]}): return over the link {a:.3f}, reference {b:.3f}")
-        print(f"{r['steps']} steps, {r['action_mismatches']} action mismatches, on-chip latency "
-              f"{r['latency_cycles_on_chip']} cycles (declared {r['latency_cycles_declared']}), "
-              f"{r['retries']} resent frames, faults injected {r['faults_injected'] or 'none'}"
-              + (f" (not reached, the run has {r['steps']} steps: {r['faults_not_reached']})"
-                 if r["faults_not_reached"] else ""))
-        print(f"link: {r['frame_bytes']['obs']} + {r['frame_bytes']['action']} bytes per step = "
-              f"{r['link_time_per_step_s_at_baud'] * 1e3:.2f} ms at {r['baud']} baud")
-        print(("PASS" if r["passed"] else "FAIL") + f"; report: {r['build']}/hil_report.json")
+    print(json.dumps(r, indent=2) if args.json else hil_text(r))
     return 0 if r["passed"] else 1
-
-
-def _policies_dir() -> Path:
-    """The shipped policies: the package data dwc.policies (policies/ in the repository; installed
-    inside the package by a wheel), found without importing anything heavy."""
-    import importlib.util
-    spec = importlib.util.find_spec("dwc.policies")
-    if spec is not None and spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations)))
-    return Path(__file__).resolve().parent.parent / "policies"  # a source tree that is not installed
-
-
-POLICIES_DIR = _policies_dir()
 
 
 SWEEP_HELP = """\
@@ -820,33 +676,9 @@ def _add_policies(sub):
 
 
 def cmd_policies(args) -> int:
-    from .config import layer_shape
-    rows = []
-    for d in sorted(POLICIES_DIR.glob("*/config.json")):
-        d = d.parent
-        cfg = json.loads((d / "config.json").read_text())
-        ev = json.loads((d / "eval.json").read_text()) if (d / "eval.json").exists() else {}
-        a = cfg.get("actor", {})
-        shape = layer_shape(a.get("layers", 0), a.get("width", 0), a.get("last_width", 0))
-        size = {"dwc": f"{shape} LUT{a.get('lut_inputs')}", "gates": f"{shape} gates",
-                "qmlp": f"QMLP {a.get('layers')} x {a.get('hidden')} W{a.get('weight_bits')}A{a.get('act_bits')}"
-                }.get(a.get("policy"), f"MLP 2 x {a.get('hidden')}")
-        rows.append({"name": d.name, "path": str(d), "env": cfg.get("env"), "policy": a.get("policy"), "size": size,
-                     "algo": cfg.get("algo"), "steps": ev.get("train_steps"), "mean_return": ev.get("mean_return"),
-                     "std_return": ev.get("std_return"), "frozen_mean_return": ev.get("frozen", {}).get("mean_return"),
-                     "episodes": ev.get("episodes")})
-    if not rows:
-        raise UserError(f"no shipped policies found in {POLICIES_DIR}")
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    w = max(len(r["name"]) for r in rows) + 2  # names grow: keep the columns apart
-    print(f"{'policy':<{w}}{'env':<22}{'circuit':<18}{'steps':>8}{'return':>18}{'frozen':>9}")
-    for r in rows:
-        ret = f"{r['mean_return']:.1f} ± {r['std_return']:.1f}" if r["mean_return"] is not None else "-"
-        fr = f"{r['frozen_mean_return']:.1f}" if r["frozen_mean_return"] is not None else "-"
-        print(f"{r['name']:<{w}}{r['env']:<22}{r['size']:<18}{r['steps'] or '-':>8}{ret:>18}{fr:>9}")
-    print(f"(deterministic episodes; folders in {POLICIES_DIR})")
+    from .catalog import list_policies, policies_text
+    rows = list_policies()
+    print(json.dumps(rows, indent=2) if args.json else policies_text(rows))
     return 0
 
 

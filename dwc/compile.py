@@ -71,6 +71,11 @@ def arithmetic_cost(verilog: str) -> dict:
     return cost
 
 
+def _warn_arithmetic(hdl: dict, log) -> None:
+    if hdl["arithmetic"] and hdl["arithmetic"]["warning"]:
+        log(f"warning: {hdl['arithmetic']['warning']}")
+
+
 def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "policy",
                  table_bits: int | None = None, compressor: int | None = None) -> dict:
     """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency).
@@ -169,8 +174,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
         except ImportError:
             raise UserError("--onnx needs the onnx package: pip install 'dwc[onnx]'") from None
     hdl = emit_verilog(graph, out, pipeline, table_bits=table_bits, compressor=compressor)
-    if hdl["arithmetic"] and hdl["arithmetic"]["warning"]:
-        log(f"warning: {hdl['arithmetic']['warning']}")
+    _warn_arithmetic(hdl, log)
     counts = graph.counts()
     actor_cfg = frozen.meta["actor"]
     budget = {"max_luts": actor_cfg.get("max_luts") or None, "luts": counts["luts"],
@@ -197,7 +201,8 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
 
 
 def import_model(model: Path, out: Path, env: str | None = None, obs_width: int = 16, act_width: int = 16,
-                 pipeline: int | str = 0, check_vectors: int = 20000, table_bits: int | None = None) -> dict:
+                 pipeline: int | str = 0, check_vectors: int = 20000, table_bits: int | None = None,
+                 log=print) -> dict:
     """``dwc import``: a quantised ONNX MLP (QDQ) -> BUILD/graph.json and the Verilog, like ``compile``.
 
     The lowering checks itself: onnxruntime and the IR run the same fixed-point observations, the last
@@ -226,8 +231,77 @@ def import_model(model: Path, out: Path, env: str | None = None, obs_width: int 
     out.mkdir(parents=True, exist_ok=True)
     optimized.save(out / "graph.json")
     hdl = emit_verilog(optimized, out, pipeline, table_bits=table_bits)
+    _warn_arithmetic(hdl, log)
     report = {"model": str(model), "graph": str(out / "graph.json"), "env": env, "read": info,
               "check_against_onnxruntime": check, "counts": optimized.counts(), "passes": passes, "hdl": hdl,
               "seconds": round(time.perf_counter() - t0, 3)}
     write_json(out / "import_report.json", report)
     return report
+
+
+# --pipeline auto places and routes, so it needs a device: a family stands for its smallest one here
+SMALLEST_DEVICE = {"ecp5": "ecp5-25k", "ice40": "ice40-up5k"}
+
+
+def placed_target(target: str | None, run: Path) -> str | None:
+    """The device --pipeline auto measures on: ``target`` (a device, or a family's smallest device),
+    else the smallest device of the family the run was trained for."""
+    from .rundir import load_config
+    if target is None:
+        return SMALLEST_DEVICE.get(load_config(run).target)
+    return SMALLEST_DEVICE.get(target, target)
+
+
+def _lowering_lines(hdl: dict) -> list[str]:
+    lines = [f"  linear layer {l['layer']}: {l['neurons']} neurons: {l['table']} lookup tables, {l['arithmetic']} "
+             f"arithmetic, {l['constant']} constant (reading no input); input bits per neuron "
+             f"{l['input_bits_per_neuron']}" for l in hdl.get("linear_lowering") or []]
+    if hdl.get("arithmetic"):
+        a = hdl["arithmetic"]
+        lines.append(f"  arithmetic: {a['multipliers']:,} constant multipliers, {a['adders']:,} adders")
+    return lines
+
+
+def compile_text(r: dict) -> str:
+    """The report of :func:`compile_run` for people: the passes' effect, inputs, budget, Verilog."""
+    lines = [f"{'pass':<28}{'comparators':>12}{'LUTs':>8}  per layer        per arity"]
+    rows = [p for p in r["passes"] if p["round"] <= 1]  # the frozen graph, then the first round
+    rows.append(dict(r["passes"][-1], **{"pass": f"final (after {r['passes'][-1]['round']} rounds)"}))
+    for p in rows:
+        arity = " ".join(f"{k}:{v}" for k, v in p["luts_per_arity"].items())
+        lines.append(f"{p['pass']:<28}{p['comparators']:>12}{p['luts']:>8}  {str(p['luts_per_layer']):<16} {arity}")
+    c, i, b = r["counts"], r["inputs"], r["budget"]
+    lines += [f"wrote {r['graph']}: popcounts {c['popcount_sizes']} ({r['seconds']:.2f} s)",
+              f"inputs: {i['comparators_used']} comparators read, unused dims {i['dims_unused'] or 'none'}; "
+              f"heat map {i['heatmap']}"]
+    if b["max_luts"] or b["max_comparators"]:
+        verdict = "met" if b["met"] else "EXCEEDED (a run stopped before its budget schedule ended?)"
+        lines.append(f"budget: {b['luts']} LUTs (max {b['max_luts'] or '-'}), {b['comparators']} comparators (max "
+                     f"{b['max_comparators'] or '-'}): {verdict}")
+    if r["onnx"]:
+        lines.append(f"ONNX model: {r['onnx']}")
+    h, ps = r["hdl"], r["pipeline_search"]
+    if ps:
+        lines.append(f"pipeline auto for {ps['target']} at {ps['requested_mhz']:g} MHz: " + ", ".join(
+            f"{t['pipeline']} stages {t['fmax_mhz']} MHz" for t in ps["tried"]) + f" -> {ps['chosen']} stages"
+            + ("" if ps["met"] else " (the deepest; the clock is NOT met)"))
+    k = h["popcount_compressor"]
+    lines.append(f"Verilog: {h['verilog']} (latency {h['latency_cycles']} cycles, popcounts from {k}:{k.bit_length()} "
+                 f"counters, ports in {h['ports']}, {h['seconds']:.1f} s)")
+    return "\n".join(lines + _lowering_lines(h))
+
+
+def import_text(r: dict) -> str:
+    """The report of :func:`import_model` for people: what was read, the check, the Verilog."""
+    info, c, h = r["read"], r["check_against_onnxruntime"], r["hdl"]
+    lines = [f"read {r['model']}: {' '.join(info['operators'])}"]
+    lines += [f"  layer {k}: {l['inputs']} -> {l['outputs']}, shift {l['shift']}, codes {l['lo']}..{l['hi']}"
+              for k, l in enumerate(info["layers"])]
+    lines += [f"  observation codes {info['observation_codes'][0]}..{info['observation_codes'][1]} "
+              f"(fixed point {info['obs_format']['width']}.{info['obs_format']['frac']}), tail "
+              f"{' '.join(info['tail']) or 'none'} folded into the action tables",
+              f"checked against onnxruntime: {c['vectors']} observations, {c['code_mismatches']} code mismatches, "
+              f"max action difference {c['max_action_error']:.3g} (LSB {c['action_lsb']:.3g})",
+              f"wrote {r['graph']}; Verilog {h['verilog']} (latency {h['latency_cycles']} cycles); "
+              f"report {Path(r['graph']).parent / 'import_report.json'}"]
+    return "\n".join(lines + _lowering_lines(h))

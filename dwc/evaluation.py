@@ -48,3 +48,16 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
     if write:  # benchmarks read shipped policies without touching their recorded evaluation
         write_json(Path(run_dir) / "eval.json", result)
     return result
+
+
+def eval_text(result: dict) -> str:
+    """An evaluation (:func:`evaluate_run`) for people: the float policy's returns, then the frozen circuit's."""
+    head = f"{result['env']}  {result['policy']}/{result['algo']}"
+    lines = [f"{head} after {result['train_steps']} steps: return mean {result['mean_return']:.1f}  median "
+             f"{result['median_return']:.1f}  std {result['std_return']:.1f}  over {result['episodes']} "
+             f"deterministic episodes"]
+    if "frozen" in result:
+        f = result["frozen"]
+        lines.append(f"{'frozen integer circuit':>{len(head)}} ({result['train_steps']} steps): return mean "
+                     f"{f['mean_return']:.1f}  median {f['median_return']:.1f}  std {f['std_return']:.1f}")
+    return "\n".join(lines)

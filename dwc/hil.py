@@ -122,3 +122,18 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
     report["passed"] = report["action_mismatches"] == 0 and set(r["latency"]) <= {ports["latency_cycles"]}
     write_json(build / "hil_report.json", report)
     return report
+
+
+def hil_text(r: dict) -> str:
+    """The report of :func:`hil` for people: per-episode returns, link faults and timing, PASS/FAIL."""
+    lines = [f"episode {i} (seed {r['seeds'][i]}): return over the link {a:.3f}, reference {b:.3f}"
+             for i, (a, b) in enumerate(zip(r["return_hil"], r["return_ref"]))]
+    not_reached = (f" (not reached, the run has {r['steps']} steps: {r['faults_not_reached']})"
+                   if r["faults_not_reached"] else "")
+    lines += [f"{r['steps']} steps, {r['action_mismatches']} action mismatches, on-chip latency "
+              f"{r['latency_cycles_on_chip']} cycles (declared {r['latency_cycles_declared']}), "
+              f"{r['retries']} resent frames, faults injected {r['faults_injected'] or 'none'}{not_reached}",
+              f"link: {r['frame_bytes']['obs']} + {r['frame_bytes']['action']} bytes per step = "
+              f"{r['link_time_per_step_s_at_baud'] * 1e3:.2f} ms at {r['baud']} baud",
+              ("PASS" if r["passed"] else "FAIL") + f"; report: {r['build']}/hil_report.json"]
+    return "\n".join(lines)

@@ -205,3 +205,69 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
     report["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(work / "report.json", report)
     return report
+
+
+def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: float = DEFAULT_FREQ_MHZ,
+                yosys_opts: str | None = None, seed: int = 1, energy_steps: int = 1000, log=print) -> dict:
+    """``dwc synth``: every target and board top of one build. Switching activity for the energy
+    estimate is measured once for all targets. A design too large for a target is listed in
+    ``did_not_fit`` and the others still run; a tool failure stops with its log's path."""
+    import subprocess
+
+    from dwc.errors import UserError
+    from dwc.verify import load_build
+    graph, ports, _ = load_build(build)
+    activity = None
+    if targets and energy_steps:
+        from dwc.fpga.energy import build_activity
+        from dwc.rtl.popcount import built_compressor
+        log(f"switching activity over {energy_steps} closed-loop steps (for the energy estimate) ...")
+        activity = build_activity(graph, energy_steps, built_compressor(ports))
+    out = {"reports": [], "boards": [], "did_not_fit": []}
+    for target in targets:
+        try:
+            out["reports"].append(synth(build, target, freq_mhz, yosys_opts, seed, log=log, activity=activity,
+                                        energy_steps=energy_steps))
+        except DoesNotFit as e:
+            out["did_not_fit"].append(str(e))
+        except RuntimeError as e:
+            raise UserError(str(e)) from None
+    for board in boards:
+        from dwc.fpga.boards import build_board
+        try:
+            out["boards"].append(build_board(build, board, log=log))
+        except ValueError as e:  # an unknown board
+            raise UserError(str(e)) from None
+        except subprocess.CalledProcessError as e:  # amaranth runs the FPGA tools as one build script
+            raise UserError(f"--board {board}: the FPGA tools failed (exit status {e.returncode}); their output "
+                            f"is above, the build script in {build / 'board' / board}") from None
+    return out
+
+
+def synth_text(reports: list[dict], boards: list[dict]) -> str:
+    """The reports of :func:`synth_build` for people: one row per target, the energy estimates, boards."""
+    lines = []
+    if reports:
+        lines.append(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'util':>7}{'Fmax MHz':>10}{'latency':>9}{'actions/s':>12}"
+                     f"  bitstream")
+    for r in reports:
+        fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
+        aps = f"{r['actions_per_s'] / 1e6:.1f} M" if r["actions_per_s"] else "-"
+        lines.append(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{r['utilisation']:>7.0%}{fmax:>10}"
+                     f"{r['latency_cycles']:>8}c{aps:>12}  {r['bitstream'] or '(estimate only)'}")
+    if reports:
+        lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); Fmax from nextpnr's timing analysis")
+    for r in reports:
+        if "energy" in r:
+            e = r["energy"]
+            static = (f" + static {e['static_nj']:.3g} ({e['parameters']['static_mw']:g} mW at {e['at_mhz']:g} MHz)"
+                      if e["static_nj"] is not None else " (no Fmax: static left out)")
+            lines.append(f"{r['target']}: ESTIMATED {e['per_action_nj']:.3g} nJ/action = dynamic "
+                         f"{e['dynamic_nj']:.3g} (activity {e['activity']['alpha']:.3f}) + clock {e['clock_nj']:.3g}"
+                         f"{static}")
+    if any("energy" in r for r in reports):
+        lines.append("energy: an estimate (measured activity x assumed per-cell energies); model in report.json "
+                     "'energy'")
+    lines += [f"board {b['board']} ({b['device']}): clock {b['clock_mhz']:g} MHz, Fmax {b['fmax_mhz']} MHz, "
+              f"UART {b['baud']} baud, latency {b['latency_cycles']} cycles; bitstream {b['bitstream']}" for b in boards]
+    return "\n".join(lines)

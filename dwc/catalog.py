@@ -1,0 +1,56 @@
+"""The policies shipped with dwc (package data ``dwc.policies``): where they are and what each one is,
+found without importing torch."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from .config import layer_shape
+from .errors import UserError
+
+
+def _policies_dir() -> Path:
+    """policies/ in the repository; installed inside the package by a wheel."""
+    spec = importlib.util.find_spec("dwc.policies")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(__file__).resolve().parent.parent / "policies"  # a source tree that is not installed
+
+
+POLICIES_DIR = _policies_dir()
+
+
+def circuit_size(actor: dict) -> str:
+    """The actor's shape in words: "2 x 256 LUT6", "QMLP 2 x 16 W4A4", "MLP 2 x 256"."""
+    shape = layer_shape(actor.get("layers", 0), actor.get("width", 0), actor.get("last_width", 0))
+    return {"dwc": f"{shape} LUT{actor.get('lut_inputs')}", "gates": f"{shape} gates",
+            "qmlp": f"QMLP {actor.get('layers')} x {actor.get('hidden')} W{actor.get('weight_bits')}A{actor.get('act_bits')}"
+            }.get(actor.get("policy"), f"MLP 2 x {actor.get('hidden')}")
+
+
+def list_policies() -> list[dict]:
+    """One row per shipped policy: its env, circuit, training steps and evaluated returns."""
+    rows = []
+    for d in sorted(POLICIES_DIR.glob("*/config.json")):
+        d = d.parent
+        cfg = json.loads((d / "config.json").read_text())
+        ev = json.loads((d / "eval.json").read_text()) if (d / "eval.json").exists() else {}
+        a = cfg.get("actor", {})
+        rows.append({"name": d.name, "path": str(d), "env": cfg.get("env"), "policy": a.get("policy"),
+                     "size": circuit_size(a), "algo": cfg.get("algo"), "steps": ev.get("train_steps"),
+                     "mean_return": ev.get("mean_return"), "std_return": ev.get("std_return"),
+                     "frozen_mean_return": ev.get("frozen", {}).get("mean_return"), "episodes": ev.get("episodes")})
+    if not rows:
+        raise UserError(f"no shipped policies found in {POLICIES_DIR}")
+    return rows
+
+
+def policies_text(rows: list[dict]) -> str:
+    w = max(len(r["name"]) for r in rows) + 2  # names grow: keep the columns apart
+    lines = [f"{'policy':<{w}}{'env':<22}{'circuit':<18}{'steps':>8}{'return':>18}{'frozen':>9}"]
+    for r in rows:
+        ret = f"{r['mean_return']:.1f} ± {r['std_return']:.1f}" if r["mean_return"] is not None else "-"
+        fr = f"{r['frozen_mean_return']:.1f}" if r["frozen_mean_return"] is not None else "-"
+        lines.append(f"{r['name']:<{w}}{r['env']:<22}{r['size']:<18}{r['steps'] or '-':>8}{ret:>18}{fr:>9}")
+    return "\n".join(lines + [f"(deterministic episodes; folders in {POLICIES_DIR})"])
