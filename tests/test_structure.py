@@ -1,5 +1,6 @@
 """The code's shape: dependencies run one way (no import cycle among dwc's modules, lazy imports
-included), and the CLI answers --help without importing torch."""
+included), the CLI answers --help without importing torch, and
+its commands share their defaults and option names."""
 import ast
 import subprocess
 import sys
@@ -88,3 +89,39 @@ def test_a_mistake_is_answered_before_torch_loads(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "CODES [2, 2, 2] TORCH False" in res.stdout, res.stdout + res.stderr
     assert res.stderr.count("does not exist") == 2 and "--thermo-bits must be odd" in res.stderr
+
+
+def _subparsers():
+    import argparse
+
+    from dwc.cli import build_parser
+    return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def _default(sub, dest):
+    return next(a.default for a in _subparsers()[sub]._actions if a.dest == dest)
+
+
+def test_one_default_clock_everywhere():
+    """compile --pipeline auto, build, synth, demo and sweeps request the same clock unless told."""
+    import inspect
+
+    from dwc.build import _build as build
+    from dwc.compile import compile_run
+    from dwc.config import DEFAULT_FREQ_MHZ
+    from dwc.fpga.synth import synth, synth_build
+    from dwc.sweep import HARDWARE_KEYS
+    assert {_default(sub, "freq") for sub in ("compile", "build", "synth")} == {DEFAULT_FREQ_MHZ}
+    defaults = {inspect.signature(f).parameters[p].default
+                for f, p in ((build, "freq"), (compile_run, "freq"), (synth, "freq_mhz"), (synth_build, "freq_mhz"))}
+    assert defaults == {HARDWARE_KEYS["freq"]} == {DEFAULT_FREQ_MHZ}
+    demo = inspect.getsource(__import__("dwc.cli", fromlist=["cmd_demo"]).cmd_demo)
+    assert "DEFAULT_FREQ_MHZ" in demo
+
+
+def test_episodes_has_one_name():
+    """Every command that runs episodes calls the count --episodes (train keeps --eval-episodes as an alias)."""
+    for name, parser in _subparsers().items():
+        flags = {f for a in parser._actions for f in a.option_strings}
+        if any("episodes" in f for f in flags):
+            assert "--episodes" in flags, name
