@@ -707,10 +707,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     args.argv = argv
     if args.command is None:
         parser.print_help()
+        return 2
+    if unknown:
+        print(f"dwc {args.command}: error: {_unknown_options(args.command, unknown)} (dwc {args.command} --help "
+              f"lists the options)", file=sys.stderr)
         return 2
     try:
         return {"train": cmd_train, "eval": cmd_eval, "export": cmd_export, "build": cmd_build, "demo": cmd_demo,
@@ -729,6 +733,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dwc {args.command}: error: {e.strerror}{where}; free space or fix the permission, then run it "
               f"again{_what_is_kept(args)}", file=sys.stderr)
         return 1
+
+
+def _unknown_options(command: str, unknown: list[str]) -> str:
+    """"unknown option --widht (did you mean --width?)" for what argparse could not place."""
+    import difflib
+    parser = _subparsers(build_parser())[command]
+    known = [f for a in parser._actions for f in a.option_strings]
+    options = [u.split("=")[0] for u in unknown if u.startswith("-")]
+    if not options:
+        return f"unexpected argument {' '.join(unknown)}"
+    words = []
+    for o in options:
+        close = difflib.get_close_matches(o, known, n=1)
+        words.append(o + (f" (did you mean {close[0]}?)" if close else ""))
+    return f"unknown option {', '.join(words)}"
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
 
 
 # Storage that cannot take the outputs: one line saying what was kept, not a traceback.

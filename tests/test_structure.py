@@ -125,3 +125,12 @@ def test_episodes_has_one_name():
         flags = {f for a in parser._actions for f in a.option_strings}
         if any("episodes" in f for f in flags):
             assert "--episodes" in flags, name
+
+
+def test_a_mistyped_option_is_named_with_the_closest_one(capsys):
+    from dwc.cli import main
+    assert main(["train", "--widht", "3", "--out", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "dwc train: error: unknown option --widht (did you mean --width?) (dwc train --help lists the options)"
+    assert main(["synth", "b", "--tagret=ecp5"]) == 2
+    assert "--tagret (did you mean --target?)" in capsys.readouterr().err
