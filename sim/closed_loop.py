@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dwc.ir import Graph
+from dwc.ir.graph import check_observation
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Episode:
         self._set(obs)
 
     def _set(self, obs) -> None:
+        check_observation(obs, f"at step {len(self.actions)} of the episode with seed {self.seed}")
         self.q = np.clip(np.rint(np.asarray(obs, dtype=np.float64) * self._scale), self._lo, self._hi).astype(np.int64)
 
     def step(self, action_int) -> None:

@@ -38,6 +38,21 @@ class IRError(ValueError):
     """A malformed IR: the message names the field."""
 
 
+def check_observation(obs, where: str = "") -> None:
+    """The one rule for non-finite observations, everywhere an observation meets a policy (float or
+    frozen evaluation, the closed-loop benches, hardware in the loop): NaN is an error (it has no
+    fixed-point code, and a NaN from the env means the simulation broke down); +-inf, like every value
+    outside the format, saturates to the format's ends (:meth:`FixedFormat.quantize`)."""
+    import numpy as np
+    nan = np.isnan(np.asarray(obs, dtype=np.float64))
+    if nan.any():
+        from ..errors import UserError
+        dims = sorted({int(d) for d in np.nonzero(nan)[-1]})
+        raise UserError(f"NaN observation{' ' + where if where else ''} (dimension(s) {dims}): a NaN has no "
+                        f"fixed-point code, so no policy or circuit can act on it; the env's simulation has "
+                        f"broken down (an unstable state or action)")
+
+
 @dataclass(frozen=True)
 class FixedFormat:
     """Signed fixed point: ``width`` bits in all, ``frac`` of them after the binary point."""
@@ -53,8 +68,10 @@ class FixedFormat:
         return (1 << (self.width - 1)) - 1
 
     def quantize(self, x):
-        """Round to nearest (ties to even) and saturate; works on numpy arrays and floats."""
+        """Round to nearest (ties to even) and saturate (+-inf too); works on numpy arrays and floats.
+        NaN is refused (:func:`check_observation`)."""
         import numpy as np
+        check_observation(x)
         return np.clip(np.rint(np.asarray(x, dtype=np.float64) * 2.0 ** self.frac), self.min_int,
                        self.max_int).astype(np.int64)
 

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..errors import UserError
+from ..ir.graph import check_observation
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -114,6 +115,7 @@ def evaluate(act_fn, env_id: str, episodes: int, seed: int, progress: bool = Fal
         obs, _ = env.reset(seed=seed + ep)
         done, ret, n = False, 0.0, 0
         while not done:
+            check_observation(obs, f"at step {n} of the evaluation episode with seed {seed + ep}")
             obs, r, term, trunc, _ = env.step(act_fn(obs))
             ret += float(r)
             n += 1
