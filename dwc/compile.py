@@ -10,7 +10,7 @@ from .ir import Graph
 from .ir.freeze import freeze
 from .ir.passes import optimize
 from .ir.report import heatmap_png, input_usage
-from .rundir import write_json, write_text
+from .rundir import replaces_outputs, write_json, write_text
 
 
 def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: list[int] | None = None) -> Graph:
@@ -144,6 +144,8 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
     return hi, sorted(tried.values(), key=lambda t: t["pipeline"])
 
 
+@replaces_outputs("graph.json", "dwc_core.v", "dwc_core.json", "inputs_report.json", "inputs_heatmap.png",
+                  "policy.onnx", "compile_report.json", "pipeline_search")
 def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False,
                 obs_frac: list[int] | None = None, pipeline: int | str = 0, table_bits: int | None = None,
                 target: str | None = None, freq: float = DEFAULT_FREQ_MHZ, log=print) -> dict:
@@ -200,6 +202,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
     return report
 
 
+@replaces_outputs("graph.json", "dwc_core.v", "dwc_core.json", "import_report.json")
 def import_model(model: Path, out: Path, env: str | None = None, obs_width: int = 16, act_width: int = 16,
                  pipeline: int | str = 0, check_vectors: int = 20000, table_bits: int | None = None,
                  log=print) -> dict:

@@ -11,15 +11,18 @@ config and metrics that the CLI, sweeps and reports use (dwc.rl.run writes them 
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 from .config import CONFIG, load_config
 
 __all__ = ["CHECKPOINT", "COMMANDS", "CONFIG", "LEGS", "METRICS", "atomic_write_bytes", "episode_returns",
-           "load_config", "read_metrics", "write_json", "write_text"]
+           "load_config", "read_metrics", "replaces_outputs", "write_json", "write_text"]
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
@@ -107,3 +110,44 @@ def read_metrics(metrics: Path) -> list[dict]:
 def episode_returns(metrics: Path) -> list[tuple[int, float]]:
     """(env step, episodic return) of every training episode a run's metrics.jsonl logged."""
     return [(r["step"], r["charts/episodic_return"]) for r in read_metrics(metrics) if "charts/episodic_return" in r]
+
+
+def replaces_outputs(*names: str):
+    """For a function that writes ``names`` into its ``out`` folder: all of them or none. The previous
+    ones are moved aside first and come back if the function fails, so a failed stage (``dwc compile
+    --pipeline 99``, a full disk, Ctrl-C) leaves the last good outputs or, for a new folder, nothing;
+    on success the old ones go, so no stale output of an earlier run stays beside the new ones."""
+    def wrap(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            out = Path(sig.bind(*args, **kwargs).arguments["out"])
+            new = not out.exists()
+            out.mkdir(parents=True, exist_ok=True)
+            aside = Path(tempfile.mkdtemp(dir=out, prefix=".previous-"))
+            moved = [n for n in names if (out / n).exists()]
+            for n in moved:
+                os.replace(out / n, aside / n)
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException:
+                for n in names:
+                    _remove(out / n)
+                for n in moved:
+                    os.replace(aside / n, out / n)
+                shutil.rmtree(aside)
+                if new and not any(out.iterdir()):
+                    out.rmdir()
+                raise
+            shutil.rmtree(aside)
+            return result
+        return run
+    return wrap
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()

@@ -1,4 +1,4 @@
-"""A full disk or a folder that refuses writes: one line that names the file and says what was kept,
+"""A failed stage, a full disk or a folder that refuses writes: one line that names the file and says what was kept,
 never a traceback, never a truncated output, and a training run that resumes from its last checkpoint.
 The failure is injected into the writes of dwc.rundir (every output goes through them), because a real
 small filesystem needs root to mount."""
@@ -25,7 +25,7 @@ class DiskFull:
         self.armed, self.name = armed, None
         self.os = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) if not k.startswith("__")})
         self.os.fdopen = self.fdopen
-        self.tempfile = types.SimpleNamespace(mkstemp=self.mkstemp)
+        self.tempfile = types.SimpleNamespace(mkstemp=self.mkstemp, mkdtemp=tempfile.mkdtemp)
 
     def mkstemp(self, dir, prefix, suffix):
         self.name = prefix[1:-1]  # ".NAME." -> the file being written
@@ -93,14 +93,13 @@ def test_full_disk_while_compiling_leaves_no_truncated_verilog(tmp_path, monkeyp
     assert main(["compile", POLICY, "--out", str(out)]) == 1
     line = one_line(capsys.readouterr().err)
     assert line.startswith("dwc compile: error: No space left on device") and str(out / "dwc_core.v") in line
-    assert (out / "graph.json").exists() and not (out / "dwc_core.v").exists()
-    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    assert not out.exists()  # a new folder: nothing (no graph.json without its Verilog, no temp files)
 
 
 def test_a_folder_that_refuses_writes_is_one_line(tmp_path, monkeypatch, capsys):
-    def refuse(dir, prefix, suffix):
+    def refuse(dir, prefix, suffix=None):
         raise PermissionError(errno.EACCES, "Permission denied", dir)
-    monkeypatch.setattr(rundir, "tempfile", types.SimpleNamespace(mkstemp=refuse))
+    monkeypatch.setattr(rundir, "tempfile", types.SimpleNamespace(mkstemp=refuse, mkdtemp=refuse))
     assert main(["compile", POLICY, "--out", str(tmp_path / "c")]) == 1
     line = one_line(capsys.readouterr().err)
     assert "Permission denied" in line and str(tmp_path / "c") in line
@@ -109,3 +108,14 @@ def test_a_folder_that_refuses_writes_is_one_line(tmp_path, monkeypatch, capsys)
 def test_outputs_get_the_usual_file_mode(tmp_path):
     rundir.write_json(tmp_path / "r.json", {})
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == rundir.FILE_MODE  # not mkstemp's 0600
+
+
+def test_a_failed_compile_leaves_the_last_good_outputs_or_nothing(tmp_path, capsys):
+    out = tmp_path / "c"
+    assert main(["compile", POLICY, "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["compile", POLICY, "--out", str(out), "--pipeline", "99"]) == 2  # fails after freezing
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no half-new graph.json, no leftovers
+    assert main(["compile", POLICY, "--out", str(tmp_path / "new"), "--pipeline", "99"]) == 2
+    assert not (tmp_path / "new").exists()
+    assert "pipeline must be in 0.." in capsys.readouterr().err
