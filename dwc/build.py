@@ -151,7 +151,9 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
             r = synth(circuit, target, freq, log=lambda *a: None)
             # ECP5: LUT4 sites counts the carry cells' LUTs too (the comparators' and adders' CCU2C)
             return {"target": target, "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
-                    "fmax_mhz": r["fmax_mhz"],
+                    "fmax_mhz": r["fmax_mhz"], "requested_mhz": r.get("requested_mhz"), "timing_met": r.get("timing_met"),
+                    "cells": r.get("cells"), "utilisation": r.get("utilisation"),
+                    "utilisation_of": r.get("utilisation_of"), "constraints": r.get("constraints"),
                     "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"]}
         syn = stage("synth", digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"]),
                     [circuit / "synth" / target / "report.json"], do_synth)
@@ -178,10 +180,18 @@ def summary_table(s: dict) -> str:
             ("latency", f"{s['latency_cycles']} cycles"),
             ("IR LUTs", str(s["ir_luts"]))]
     if syn:
-        rows += [(f"{syn['target']} LUTs / FFs", f"{syn['luts']} / {syn['ffs']}"),
-                 ("Fmax", f"{syn['fmax_mhz']} MHz"),
+        from .fpga.synth import timing_text
+        rows += [(f"{syn['target']} LUTs / FFs", f"{syn['luts']} / {syn['ffs']}  (the core alone)")]
+        if syn.get("cells"):
+            c = syn["cells"]
+            rows.append(("placed cells", f"{c['used']} {c['kind']} of {c['available']}; {syn['utilisation']:.0%} of the "
+                                         f"device's {syn['utilisation_of']} (core + shell)"))
+        rows += [("Fmax", timing_text(syn["fmax_mhz"], syn.get("requested_mhz")) if "requested_mhz" in syn
+                  else f"{syn['fmax_mhz']} MHz"),
                  ("energy / action", f"{syn['nj_per_action']} nJ (estimate)"),
                  ("bitstream", str(syn["bitstream"]))]
+        if syn.get("constraints"):
+            rows.append(("pins", syn["constraints"]))
     rows.append(("stages", f"ran {', '.join(s['stages_run']) or 'none'}; up to date: {', '.join(s['stages_skipped']) or 'none'}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

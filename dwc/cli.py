@@ -492,9 +492,13 @@ examples:
   dwc synth build/ip --target ecp5-25k                  # bitstream + report for an ECP5 25k
   dwc synth build/ip --target xc7                       # LUT6/FF estimate (no place and route)
   dwc synth build/ip --target ice40-up5k --freq 48
+  dwc synth build/ip --target ice40-up5k --pins my.pcf  # your pins (PCF for iCE40, LPF for ECP5)
 
-Writes BUILD/synth/<target>/report.json (luts, ffs, fmax_mhz, latency_cycles, actions_per_s,
-bitstream, energy, tool versions, the exact commands) and the tools' logs next to it. The energy
+Writes BUILD/synth/<target>/report.json (luts, ffs, cells, utilisation, fmax_mhz, requested_mhz,
+timing_met, latency_cycles, actions_per_s, bitstream, constraints, pins, energy, tool versions, the
+exact commands) and the tools' logs next to it; pins.pcf / pins.lpf there holds the pins nextpnr
+used (give it back with --pins to keep them). Exit status 1 when a target misses the requested
+clock or does not fit; a design that cannot fit is refused before place and route. The energy
 per action is an ESTIMATE: switching activity measured on closed-loop episodes of the policy's env
 (IR reference executor) times assumed per-cell energies, plus static power over the clock period;
 the model and its constants are in the report. The core's resources
@@ -522,6 +526,9 @@ def _add_synth(sub):
                                         "default (ECP5: -cmp2softlogic, or -nobram when the adder trees are "
                                         "pipelined; others: none), e.g. -nowidelut")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    p.add_argument("--pins", type=Path, metavar="FILE",
+                   help="pin constraints for the shell's ports (clk, rst, sin, load, shift_out, sout, done): a PCF "
+                        "for iCE40 targets, an LPF for ECP5; default: nextpnr's choice, written to the synth folder")
     p.add_argument("--energy-steps", type=int, default=1000, metavar="N",
                    help="closed-loop steps of the policy's env over which switching activity is measured for "
                         "the energy estimate (default 1000; 0 = no estimate)")
@@ -529,7 +536,7 @@ def _add_synth(sub):
 
 
 def cmd_synth(args) -> int:
-    from .fpga.synth import synth_build, synth_text
+    from .fpga.synth import synth_build, synth_text, timing_missed
     if args.freq <= 0:
         raise UserError("--freq must be > 0")
     if not args.target and not args.board:
@@ -538,11 +545,14 @@ def cmd_synth(args) -> int:
         raise UserError("--energy-steps must be >= 0")
     log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
     r = synth_build(args.build, args.target, args.board, args.freq, args.yosys_opts, args.seed, args.energy_steps,
-                    log=log)
+                    log=log, pins=args.pins)
     for e in r["did_not_fit"]:
         print(f"dwc synth: {e}", file=sys.stderr)
     print(json.dumps(r["reports"] + r["boards"], indent=2) if args.json else synth_text(r["reports"], r["boards"]))
-    return 1 if r["did_not_fit"] else 0
+    missed = timing_missed(r["reports"], r["boards"])
+    if missed:
+        print(f"dwc synth: timing not met on {', '.join(missed)}", file=sys.stderr)
+    return 1 if r["did_not_fit"] or missed else 0
 
 
 HIL_HELP = """\

