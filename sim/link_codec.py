@@ -45,6 +45,10 @@ class ResponseParser:
             word = int.from_bytes(frame[:-2], "little")
             out.append((unpack(word, self.ports["outputs"]["action"]), frame[-2]))
 
+    def reset(self) -> None:
+        """Forget a partial frame (after a timeout its tail is not coming)."""
+        self.buf.clear()
+
 
 FAULTS = ("garbage", "drop", "corrupt")
 
