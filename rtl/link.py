@@ -22,6 +22,11 @@ from .uart import UARTRx, UARTTx
 OBS_START, ACT_START = 0xA5, 0x5A
 
 
+def link_timeout(divisor: int) -> int:
+    """Cycles of silence inside a frame after which the link drops it: about four byte times."""
+    return 40 * divisor
+
+
 def frame_sizes(ports: dict) -> tuple[int, int]:
     obs_bits, act_bits = port_bits(ports)
     return (obs_bits + 7) // 8, (act_bits + 7) // 8
@@ -34,7 +39,7 @@ class PolicyLink(wiring.Component):
         self.core, self.divisor = core, divisor
         desc = core.port_description()
         self.obs_bytes, self.act_bytes = frame_sizes(desc)
-        self.timeout = timeout or 40 * divisor  # about four byte times
+        self.timeout = timeout or link_timeout(divisor)
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "frames_ok": Out(16), "frames_bad": Out(16)})
 
     def elaborate(self, platform):

@@ -163,6 +163,38 @@ async def serial_shell(dut):
     save("serial_shell", {"actions": results})
 
 
+async def uart_send(dut, data: bytes, bit_ns: int) -> None:
+    """8N1 on ``rx``, LSB first, ``bit_ns`` per bit; the line stays high after the stop bit."""
+    from cocotb.triggers import Timer
+    for byte in data:
+        for bit in [0] + [(byte >> i) & 1 for i in range(8)] + [1]:
+            dut.rx.value = bit
+            await Timer(bit_ns, unit="ns")
+
+
+async def uart_byte_after_start(dut, bit_ns: int) -> int:
+    """The byte on ``tx`` whose start bit's falling edge was just seen: each data bit sampled in its
+    middle; returns in the middle of the stop bit."""
+    from cocotb.triggers import Timer
+    await Timer(bit_ns * 3 // 2, unit="ns")
+    byte = 0
+    for i in range(8):
+        byte |= int(dut.tx.value) << i
+        await Timer(bit_ns, unit="ns")
+    return byte
+
+
+async def start_link(dut, clock_impl: str | None = None) -> None:
+    """Clock and reset for the UART link top ``dwc_link`` (ports ``clk rst rx tx``), line idle.
+    ``clock_impl="gpi"`` toggles the clock inside the simulator instead of from Python: many times
+    faster where thousands of cycles pass per byte."""
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns", impl=clock_impl).start())
+    dut.rst.value, dut.rx.value = 1, 1
+    for _ in range(2):
+        await RisingEdge(dut.clk)
+    dut.rst.value = 0
+
+
 @cocotb.test()
 async def hil(dut):
     """Closed-loop episodes over the UART link (``dwc_link``: core + link, the board top's logic):
@@ -182,18 +214,8 @@ async def hil(dut):
     graph = Graph.load(h["graph"])
     env = make_env(h["env"], graph)
     faults = {int(k): v for k, v in h.get("faults", {}).items()}
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    dut.rst.value, dut.rx.value = 1, 1
-    for _ in range(2):
-        await RisingEdge(dut.clk)
-    dut.rst.value = 0
+    await start_link(dut)
     parser = ResponseParser(ports)
-
-    async def send(data: bytes):
-        for byte in data:
-            for bit in [0] + [(byte >> i) & 1 for i in range(8)] + [1]:
-                dut.rx.value = bit
-                await Timer(bit_ns, unit="ns")
 
     async def receive(timeout_ns: int):
         """Bytes from tx until a good response frame or the timeout."""
@@ -201,12 +223,7 @@ async def hil(dut):
             fired = await First(FallingEdge(dut.tx), Timer(timeout_ns, unit="ns"))
             if isinstance(fired, Timer):
                 return None
-            await Timer(bit_ns * 3 // 2, unit="ns")
-            byte = 0
-            for i in range(8):
-                byte |= int(dut.tx.value) << i
-                await Timer(bit_ns, unit="ns")
-            frames = parser.feed(bytes([byte]))
+            frames = parser.feed(bytes([await uart_byte_after_start(dut, bit_ns)]))
             if frames:
                 return frames[0]
 
@@ -220,7 +237,7 @@ async def hil(dut):
             kind = faults.get(steps)
             got = None
             for attempt in range(4):
-                await send(faulty(frame, kind) if attempt == 0 and kind else frame)
+                await uart_send(dut, faulty(frame, kind) if attempt == 0 and kind else frame, bit_ns)
                 got = await receive(timeout_ns)
                 if got is not None:
                     break
@@ -235,3 +252,145 @@ async def hil(dut):
     save("hil", {"episodes": episodes, "latency": sorted(latencies), "retries": retries,
                  "bad_frames_host": parser.bad, "seconds": time.perf_counter() - t0,
                  "frames_ok": int(dut.frames_ok.value), "frames_bad": int(dut.frames_bad.value)})
+
+
+@cocotb.test()
+async def board(dut):
+    """A virtual board (``dwc board-sim``): the UART link top ``dwc_link`` behind a TCP socket, byte
+    for byte at the UART. Bytes from the socket are shifted into ``rx`` at ``divisor`` cycles per bit,
+    back to back as a UART sends a buffer; bytes decoded from ``tx`` go back to the socket.
+
+    Simulated time runs while the link has work (bytes to shift in, a frame being parsed, computed or
+    sent: until ``quiet_cycles`` after the last bit on either line) and stands still while the link is
+    idle and the socket silent (the simulator waits in ``select``), so the run is faster or slower than
+    real time while the link sees the bit timing of the board. One client at a time: a new connection
+    replaces the current one, and the board keeps running across connections, as behind ser2net.
+    Faults are injected into the N-th observation frame received or the N-th reply sent. Events go to
+    ``events`` (JSON lines) as they happen, counters to ``status``; it serves until the process is
+    killed or its parent (``dwc board-sim``) is gone."""
+    j = job()
+    if "board" not in j:
+        return
+    import select
+    import socket
+
+    from cocotb.queue import Queue
+    from cocotb.simtime import get_sim_time
+    from cocotb.triggers import Timer
+
+    from dwc.rtl.link import ACT_START, OBS_START, frame_sizes
+    from dwc.sim.link_codec import REPLY_GARBAGE, FaultyStream
+
+    b, ports, results = j["board"], j["ports"], j["results"]["board"]
+    bit_ns, quiet_ns = 10 * b["divisor"], 10 * b["quiet_cycles"]
+    obs_b, act_b = frame_sizes(ports)
+    incoming = FaultyStream(OBS_START, obs_b + 2, {int(k): v for k, v in b["faults_in"].items()})
+    outgoing = FaultyStream(ACT_START, act_b + 3, {int(k): v for k, v in b["faults_out"].items()}, REPLY_GARBAGE)
+
+    def event(**kw):
+        with open(b["events"], "a") as f:
+            f.write(json.dumps(kw) + "\n")
+
+    def status() -> dict:
+        s = {"connections": served, "frames_received": incoming.frames, "replies_sent": outgoing.frames,
+             "cycles": int(get_sim_time("ns")) // 10,
+             "frames_ok_on_chip": int(dut.frames_ok.value), "frames_bad_on_chip": int(dut.frames_bad.value),
+             "faults_injected": [[n, k] for n, k in incoming.injected] + [[n, k + "-reply"] for n, k in outgoing.injected]}
+        with open(b["status"] + ".tmp", "w") as f:
+            json.dump(s, f)
+        os.replace(b["status"] + ".tmp", b["status"])
+        return s
+
+    try:
+        family = socket.AF_INET6 if ":" in b["host"] else socket.AF_INET
+        server = socket.create_server((b["host"], b["port"]), family=family)
+    except OSError as e:
+        with open(results, "w") as f:
+            json.dump({"error": f"cannot listen on {b['host']}:{b['port']}: {e.strerror or e}"}, f)
+        return
+    server.setblocking(False)
+    await start_link(dut, "gpi")
+    client, peer, served = None, None, 0
+    rx_bytes = Queue()
+    busy = {"rx": False, "tx": False}
+    last_bit_ns = 0.0  # end of the last byte on either line
+    seen = [0, 0]  # faults already reported, per direction
+    event(event="listening", host=server.getsockname()[0], port=server.getsockname()[1])
+    status()
+
+    def close(why: str) -> None:
+        nonlocal client
+        client.close()
+        client = None
+        event(event="disconnected", peer=peer, why=why, **status())
+
+    def report_faults() -> None:
+        for i, (stream, suffix) in enumerate([(incoming, ""), (outgoing, "-reply")]):
+            for n, kind in stream.injected[seen[i]:]:
+                event(event="fault", kind=kind + suffix, frame=n)
+            seen[i] = len(stream.injected)
+
+    async def drive_rx():
+        nonlocal last_bit_ns
+        while True:
+            byte = await rx_bytes.get()
+            busy["rx"] = True
+            await uart_send(dut, bytes([byte]), bit_ns)
+            busy["rx"], last_bit_ns = not rx_bytes.empty(), get_sim_time("ns")
+
+    async def watch_tx():
+        nonlocal last_bit_ns
+        while True:
+            await FallingEdge(dut.tx)
+            busy["tx"] = True
+            byte = await uart_byte_after_start(dut, bit_ns)
+            busy["tx"], last_bit_ns = False, get_sim_time("ns")
+            data, _ = outgoing.feed(bytes([byte]))
+            report_faults()
+            if client is not None and data:
+                try:
+                    client.sendall(data)
+                except OSError as e:
+                    close(f"sending failed: {e.strerror or e}")
+
+    cocotb.start_soon(drive_rx())
+    cocotb.start_soon(watch_tx())
+    parent, checked, was_idle = os.getppid(), time.monotonic(), True
+    while True:
+        idle = not (busy["rx"] or busy["tx"] or not rx_bytes.empty()) and get_sim_time("ns") - last_bit_ns >= quiet_ns
+        if idle and not was_idle:
+            status()
+        was_idle = idle
+        ready, _, _ = select.select([server] + ([client] if client else []), [], [], 1.0 if idle else 0)
+        if server in ready:
+            new, addr = server.accept()
+            if client is not None:
+                close("replaced by a new connection")
+            new.setblocking(True)
+            new.settimeout(5.0)  # a host that stops reading cannot stall the board for longer
+            new.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each byte as it leaves tx
+            client, peer, served = new, f"{addr[0]}:{addr[1]}", served + 1
+            event(event="connected", peer=peer)
+        if client is not None and client in ready:
+            try:
+                data = client.recv(4096)
+            except OSError:
+                data = b""
+            if not data:
+                close("closed by the host")
+            else:
+                data, cut = incoming.feed(data)
+                for byte in data:
+                    rx_bytes.put_nowait(byte)
+                report_faults()
+                if cut:
+                    close(f"disconnect injected at frame {incoming.injected[-1][0]}")
+        if time.monotonic() - checked > 1.0:
+            if os.getppid() != parent:  # dwc board-sim is gone: nobody serves this socket any more
+                break
+            checked = time.monotonic()
+        if not idle or not rx_bytes.empty():
+            await Timer(10 * bit_ns, unit="ns")  # the board runs for a byte time
+    server.close()
+    with open(results, "w") as f:
+        json.dump(status(), f)

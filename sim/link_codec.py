@@ -51,15 +51,52 @@ class ResponseParser:
 
 
 FAULTS = ("garbage", "drop", "corrupt")
+GARBAGE = b"\x13\x00\xff\x37"  # no start byte of either direction among them
+# garbage on the way back with a false start byte in it: the host's parser must reject the frame it
+# seems to begin by its checksum and find the real one
+REPLY_GARBAGE = b"\x13" + bytes([ACT_START]) + b"\xff\x37"
+
+
+class FaultyStream:
+    """One direction of the link as a byte stream: counts its frames (a ``start`` byte and ``size``
+    bytes in all) and injects a fault into the ``faults[n]``-th (0-based): ``garbage`` bytes before
+    it, one byte ``drop``-ped (its third), one bit flipped (``corrupt``: bit 3 of its second byte), or
+    ``disconnect`` (the frame and what follows it in the same chunk are cut off; :meth:`feed` says so).
+    Bytes stream through as they come, a frame's tail may arrive in a later chunk."""
+
+    def __init__(self, start: int, size: int, faults: dict | None = None, garbage: bytes = GARBAGE):
+        self.start, self.size, self.faults, self.garbage = start, size, dict(faults or {}), garbage
+        self.frames, self.injected = 0, []  # frames seen; (frame, kind) of each fault injected
+        self._pos, self._kind = -1, None  # position in the current frame, -1 between frames
+
+    def feed(self, data: bytes) -> tuple[bytes, bool]:
+        """The bytes to pass on, and whether the connection is to be cut here."""
+        out = bytearray()
+        for b in data:
+            if self._pos < 0 and b == self.start:
+                n, self._pos = self.frames, 0
+                self.frames += 1
+                self._kind = self.faults.get(n)
+                if self._kind:
+                    self.injected.append((n, self._kind))
+                if self._kind == "disconnect":
+                    self._pos = -1
+                    return bytes(out), True
+                if self._kind == "garbage":
+                    out += self.garbage
+            if self._pos >= 0:
+                pos, self._pos = self._pos, (self._pos + 1) % self.size or -1
+                if self._kind == "drop" and pos == 2:
+                    continue
+                if self._kind == "corrupt" and pos == 1:
+                    b ^= 0x08
+            out.append(b)
+        return bytes(out), False
 
 
 def faulty(frame: bytes, kind: str) -> bytes:
-    """A link fault for tests: garbage bytes before the frame (no start byte among them), one payload
-    byte dropped, or one payload bit flipped."""
-    if kind == "garbage":
-        return b"\x13\x00\xff\x37" + frame
-    if kind == "drop":
-        return frame[:2] + frame[3:]
-    if kind == "corrupt":
-        return frame[:1] + bytes([frame[1] ^ 0x08]) + frame[2:]
-    raise ValueError(f"unknown fault {kind!r}; choose from {', '.join(FAULTS)}")
+    """A link fault for tests (:class:`FaultyStream` on one frame): garbage bytes before the frame (no
+    start byte among them), one payload byte dropped, or one payload bit flipped."""
+    if kind not in FAULTS:
+        raise ValueError(f"unknown fault {kind!r}; choose from {', '.join(FAULTS)}")
+    return FaultyStream(frame[0], len(frame), {0: kind}).feed(frame)[0]

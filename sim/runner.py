@@ -92,6 +92,42 @@ class _Progress:
             self.thread.join()
 
 
+class _Tail:
+    """Passes each JSON line appended to ``path`` (by the bench inside the simulator) to ``callback``,
+    from a thread, as it comes; the lines still unread are passed on exit."""
+
+    def __init__(self, path: Path, callback):
+        self.path, self.callback, self.offset = path, callback, 0
+
+    def __enter__(self):
+        import threading
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+        return self
+
+    def _read(self):
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                text = f.read()
+        except OSError:
+            return
+        lines = text.split("\n")
+        for line in lines[:-1]:  # the last one is incomplete (or empty)
+            self.callback(json.loads(line))
+        self.offset += len(text) - len(lines[-1])
+
+    def _poll(self):
+        while not self.stop.wait(0.05):
+            self._read()
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self._read()
+
+
 class Bench:
     """One simulator build of a design with the ``dwc_core`` ports; run vector and closed-loop benches
     on it. The build is reused while its sources are unchanged."""
@@ -127,7 +163,7 @@ class Bench:
         return self.build_dir / ("dump.vcd" if self.sim == "verilator" else f"{self.toplevel}.fst")
 
     def _run(self, job: dict, progress_total: int | None = None) -> dict:
-        names = [k for k in ("vectors", "closed_loop", "serial_shell", "hil") if k in job]
+        names = [k for k in ("vectors", "closed_loop", "serial_shell", "hil", "board") if k in job]
         job["results"] = {k: str(self.build_dir / f"{k}_results.json") for k in names}
         job["ports"] = self.ports
         job["progress"] = str(self.build_dir / "progress")
@@ -173,6 +209,28 @@ class Bench:
         return self._run({"hil": {"graph": str(Path(graph_path).resolve()), "env": env_id, "seeds": list(seeds),
                                   "divisor": divisor, "max_steps": max_steps, "faults": faults or {},
                                   "timeout_bytes": timeout_bytes}}, progress_total)["hil"]
+
+    def board(self, divisor: int, host: str, port: int, quiet_cycles: int, faults_in: dict, faults_out: dict,
+              on_event) -> dict:
+        """Serve the link top ``dwc_link`` behind a TCP socket on ``host:port`` (see ``cocotb_bench.board``)
+        until interrupted (KeyboardInterrupt; :meth:`board_status` has the counters then). Each event
+        the bench reports (listening, connected, disconnected, fault) is passed to ``on_event`` as it
+        happens. Returns early only with ``{"error": ...}`` when the socket cannot be opened."""
+        events = self.build_dir / "board_events.jsonl"
+        for path in (events, self.build_dir / "board_status.json"):
+            path.unlink(missing_ok=True)
+        job = {"board": {"divisor": divisor, "host": host, "port": port, "quiet_cycles": quiet_cycles,
+                         "faults_in": faults_in, "faults_out": faults_out, "events": str(events),
+                         "status": str(self.build_dir / "board_status.json")}}
+        with _Tail(events, on_event):
+            return self._run(job)["board"]
+
+    def board_status(self) -> dict:
+        """The virtual board's last counters (connections, frames, faults injected)."""
+        try:
+            return json.loads((self.build_dir / "board_status.json").read_text())
+        except (OSError, ValueError):
+            return {}
 
     def closed_loop(self, graph_path: Path, env_id: str, seeds: list[int], max_steps: int | None = None,
                     progress_total: int | None = None) -> dict:
