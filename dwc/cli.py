@@ -628,7 +628,7 @@ Verilator behind a TCP socket, byte for byte at the UART: bytes received on the 
 into the UART's rx pin bit by bit, each bit --clock / --baud clock cycles long, and the bytes its tx
 pin sends go back on the socket as they leave it. Simulated time runs while the link has work and
 stands still while it waits for the host, so the board answers faster or slower than a real one
-(Verilator runs it at thousands to tens of thousands of clock cycles per second), while the link
+(Verilator runs it at some thousands of clock cycles per second), while the link
 sees the board's bit timing. It is what ser2net does for a real board, so dwc hil reaches it the
 same way: --port socket://HOST:PORT, through the same serial code as /dev/ttyUSB0.
 
