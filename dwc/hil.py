@@ -200,7 +200,8 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
     env_id = env_id or graph.meta.get("env")
     faults = parse_faults(list(inject))
     if faults and not sim:
-        raise UserError("--inject works with --sim only")
+        raise UserError("--inject works with --sim only; for faults on a port, give them to the virtual board: "
+                        "dwc board-sim BUILD --inject KIND@FRAME")
     seeds = [(evaluation_seed(graph) if seed is None else seed) + i for i in range(episodes)]
 
     def reference():

@@ -31,9 +31,16 @@ async def start(dut):
     dut.rst.value = 0
 
 
+_JOB = {}
+
+
 def job() -> dict:
-    with open(os.environ["DWC_JOB"]) as f:
-        return json.load(f)
+    """This simulator run's job, read once: another run on the same build may write a new job file
+    meanwhile (a virtual board serving while dwc hil --sim runs)."""
+    if not _JOB:
+        with open(os.environ["DWC_JOB"]) as f:
+            _JOB.update(json.load(f))
+    return _JOB
 
 
 def save(name: str, result: dict) -> None:

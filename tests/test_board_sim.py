@@ -122,6 +122,9 @@ def test_hil_port_errors_are_one_line(build, capsys):
         err = capsys.readouterr().err.strip()
         assert text in err and err.startswith(f"dwc hil: error: --port {url}") and "\n" not in err, err
 
+    assert main(["hil", str(build), "--port", "socket://127.0.0.1:5555", "--inject", "drop@3"]) == 2
+    assert "dwc board-sim BUILD --inject KIND@FRAME" in capsys.readouterr().err
+
     # a peer that takes the connection, hangs up at the first frame and stops listening
     server = socket.create_server(("127.0.0.1", 0))
     url = f"socket://127.0.0.1:{server.getsockname()[1]}"
