@@ -148,7 +148,7 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
     syn = None
     if target != "none":
         def do_synth():
-            r = synth(circuit, target, freq, log=lambda *a: None)
+            r = synth(circuit, target, freq, log=log)  # its tools' progress, with seconds
             # ECP5: LUT4 sites counts the carry cells' LUTs too (the comparators' and adders' CCU2C)
             return {"target": target, "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
                     "fmax_mhz": r["fmax_mhz"], "requested_mhz": r.get("requested_mhz"), "timing_met": r.get("timing_met"),

@@ -374,7 +374,7 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
                      f"{r['bitstream'] or '(estimate only)'}")
     if reports:
         lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); cells: the logic cells nextpnr placed "
-                     "(core + 5-pin shell); util: the device's most used resource; Fmax/req in MHz (nextpnr's timing "
+                     "(core + serial shell); util: the device's most used resource; Fmax/req in MHz (nextpnr's timing "
                      "analysis / requested)")
     for r in reports:
         if r.get("requested_mhz") is not None:

@@ -50,6 +50,26 @@ def test_build_trains_compiles_verifies_and_synthesises(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["stages_run"] == ["train", "compile", "verify", "synth"] and s["rtl_equals_frozen"]
     assert Path(s["synth"]["bitstream"]).stat().st_size > 0 and s["synth"]["luts"] > 0
+    syn = s["synth"]
+    assert syn["requested_mhz"] == 100 and syn["timing_met"] == (syn["fmax_mhz"] >= 100)
+    assert syn["cells"]["kind"] == "ICESTORM_LC" and syn["cells"]["used"] >= syn["luts"]
+    assert Path(syn["constraints"]).suffix == ".pcf"
+
+
+def test_build_summary_shows_the_timing_verdict_and_the_placed_cells():
+    from dwc.build import summary_table
+    s = {"env": "InvertedPendulum-v5", "policy": "dwc", "run": "r", "float_return": 1000.0, "episodes": 2,
+         "frozen_return": 1000.0, "rtl_return": 1000.0, "rtl_equals_frozen": True, "latency_cycles": 3, "ir_luts": 64,
+         "stages_run": ["synth"], "stages_skipped": [],
+         "synth": {"target": "ice40-up5k", "luts": 174, "ffs": 103, "fmax_mhz": 16.54, "requested_mhz": 100,
+                   "timing_met": False, "cells": {"kind": "ICESTORM_LC", "used": 637, "available": 5280},
+                   "utilisation": 0.1206, "utilisation_of": "ICESTORM_LC", "constraints": "x/pins.pcf",
+                   "nj_per_action": 0.1, "bitstream": "x/top.bin"}}
+    table = summary_table(s)
+    assert "Fmax 16.5 MHz < 100 requested: TIMING NOT MET" in table
+    assert "637 ICESTORM_LC of 5280; 12% of the device's ICESTORM_LC" in table and "x/pins.pcf" in table
+    old = dict(s, synth={k: v for k, v in s["synth"].items() if k not in ("requested_mhz", "timing_met", "cells")})
+    assert "16.54 MHz" in summary_table(old)  # a build.json from before these fields still prints
 
 
 def _options(sub):
