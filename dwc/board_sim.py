@@ -54,12 +54,10 @@ def board_sim(build: Path, listen: str, baud: int = 115200, clock_mhz: float | N
         bench = link_bench(build, graph, ports, divisor, build / ("hil" if divisor == SIM_DIVISOR else "board-sim"), log)
     except RuntimeError as e:
         raise UserError(str(e)) from None
-    where = {}
-
     def on_event(e: dict) -> None:
         kind = e["event"]
         if kind == "listening":
-            where["url"] = url = f"socket://{e['host'] if ':' not in e['host'] else '[' + e['host'] + ']'}:{e['port']}"
+            url = f"socket://{e['host'] if ':' not in e['host'] else '[' + e['host'] + ']'}:{e['port']}"
             log(f"virtual board listening on {url}: {build}'s core + UART link in Verilator, {baud} baud, "
                 f"{divisor} clock cycles per bit (a {clock_mhz:g} MHz clock)")
             log(f"  drive it with: dwc hil {build} --port {url}    (Ctrl-C stops the board)")

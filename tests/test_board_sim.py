@@ -85,6 +85,10 @@ def test_hil_over_a_virtual_board_recovers_from_every_fault(build, capsys):
         assert r["retries"] == 5 and r["reconnects"] == 1
         assert r["bad_frames_at_host"] >= 2  # the false start in the reply garbage, the corrupted reply
         assert r["mode"] == f"serial {board.url}"
+        # a second board on the same address: one line, no traceback
+        assert main(["board-sim", str(build), "--listen", board.url.removeprefix("socket://")]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot listen on {board.url.removeprefix('socket://')}: Address already in use" in err, err
         # the board keeps running: a second session is a new connection to the same board
         code, r2 = hil(build, board.url, "--max-steps", "5", "--timeout", "1.5")
         assert code == 0 and r2["action_mismatches"] == 0 and r2["retries"] == 0 and r2["reconnects"] == 0
