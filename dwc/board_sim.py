@@ -51,7 +51,8 @@ def board_sim(build: Path, listen: str, baud: int = 115200, clock_mhz: float | N
     # after the last bit on either line, the link has either answered or dropped the frame (its timeout)
     quiet = link_timeout(divisor) + 20 * divisor + 4 * ports["latency_cycles"] + 16
     try:
-        bench = link_bench(build, graph, ports, divisor, build / ("hil" if divisor == SIM_DIVISOR else "board-sim"), log)
+        work = build / ("hil" if divisor == SIM_DIVISOR else "board-sim")  # hil --sim's build at its divisor
+        bench = link_bench(build, graph, ports, divisor, work, log)
     except RuntimeError as e:
         raise UserError(str(e)) from None
     def on_event(e: dict) -> None:

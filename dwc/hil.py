@@ -139,41 +139,44 @@ def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps
                 return frames[0]
         return None
 
-    for seed in seeds:
-        ep = Episode(env, graph, seed, max_steps)
-        while not ep.done:
-            frame, got = obs_frame(ep.q, ports), None
-            for attempt in range(RESEND_ATTEMPTS):
-                t = time.perf_counter()
-                try:
-                    link.port.write(frame)
-                    got = receive(t + timeout_s)
-                except serial.SerialException as e:  # the connection is gone: reopen, then resend
-                    link.reopen(str(e))
-                    parser.reset()
-                link_s += time.perf_counter() - t
-                if got:
-                    break
-                retries += 1
-                parser.reset()  # a frame cut short by a lost byte never completes
-            if got is None:
-                raise UserError(f"no valid response from {port} after {RESEND_ATTEMPTS} attempts (step "
-                                f"{len(ep.actions)}); is the board programmed with this build's bitstream at "
-                                f"{baud} baud?")
-            if attempt:
-                # The frame was sent more than once, and a reply that came late would be taken for the
-                # next step's (replies carry no sequence number): after the last send, wait twice the
-                # slowest clean exchange so far (the timeout before there is one) and drop what comes.
-                try:
-                    late += _drain(link.port, parser, t + (min(timeout_s, 2 * slowest) if slowest else timeout_s))
-                except serial.SerialException:
-                    pass  # lost now: the next step's write finds out and reopens
-            else:
-                slowest = max(slowest, time.perf_counter() - t)
-            ep.step(got[0])
-            latencies.add(got[1])
-        episodes.append(ep.record())
-    link.port.close()
+    try:
+        for seed in seeds:
+            ep = Episode(env, graph, seed, max_steps)
+            while not ep.done:
+                frame, got = obs_frame(ep.q, ports), None
+                for attempt in range(RESEND_ATTEMPTS):
+                    t = time.perf_counter()
+                    try:
+                        link.port.write(frame)
+                        got = receive(t + timeout_s)
+                    except serial.SerialException as e:  # the connection is gone: reopen, then resend
+                        link.reopen(str(e))
+                        parser.reset()
+                    link_s += time.perf_counter() - t
+                    if got:
+                        break
+                    retries += 1
+                    parser.reset()  # a frame cut short by a lost byte never completes
+                if got is None:
+                    raise UserError(f"no valid response from {port} after {RESEND_ATTEMPTS} attempts (step "
+                                    f"{len(ep.actions)}); is the board programmed with this build's bitstream at "
+                                    f"{baud} baud?")
+                if attempt:
+                    # The frame was sent more than once, and a reply that came late would be taken for the
+                    # next step's (replies carry no sequence number): after the last send, wait twice the
+                    # slowest clean exchange so far (the timeout before there is one) and drop what comes.
+                    try:
+                        late += _drain(link.port, parser, t + (min(timeout_s, 2 * slowest) if slowest else timeout_s))
+                    except serial.SerialException:
+                        pass  # lost now: the next step's write finds out and reopens
+                else:
+                    slowest = max(slowest, time.perf_counter() - t)
+                ep.step(got[0])
+                latencies.add(got[1])
+            episodes.append(ep.record())
+    finally:
+        link.port.close()
+        env.close()
     return {"episodes": episodes, "latency": sorted(latencies), "retries": retries, "reconnects": link.reconnects,
             "late_replies": late, "bad_frames_host": parser.bad, "seconds": time.perf_counter() - t0,
             "link_seconds": link_s}

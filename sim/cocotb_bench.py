@@ -302,7 +302,8 @@ async def board(dut):
         s = {"connections": served, "frames_received": incoming.frames, "replies_sent": outgoing.frames,
              "cycles": int(get_sim_time("ns")) // 10,
              "frames_ok_on_chip": int(dut.frames_ok.value), "frames_bad_on_chip": int(dut.frames_bad.value),
-             "faults_injected": [[n, k] for n, k in incoming.injected] + [[n, k + "-reply"] for n, k in outgoing.injected]}
+             "faults_injected": [[n, k] for n, k in incoming.injected]
+             + [[n, k + "-reply"] for n, k in outgoing.injected]}
         with open(b["status"] + ".tmp", "w") as f:
             json.dump(s, f)
         os.replace(b["status"] + ".tmp", b["status"])

@@ -38,7 +38,7 @@ class BoardSim:
         deadline = time.monotonic() + start_s  # the first Verilator build of the board top
         while self.url is None:
             line = self.proc.stdout.readline()
-            assert line and time.monotonic() < deadline, f"board-sim did not start: {self.lines} {self.proc.stderr.read()}"
+            assert line and time.monotonic() < deadline, f"no start: {self.lines} {self.proc.stderr.read()}"
             self.lines.append(line.rstrip("\n"))
             found = re.search(r"listening on (socket://[\d.]+:\d+)", line)
             self.url = found and found.group(1)
