@@ -44,7 +44,7 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
         except UserError:
             result["teacher"] = {"path": cfg.distill.teacher, "missing": True}
     if frozen:
-        result["frozen"] = evaluate(lambda obs: circuit.act(obs)[0], cfg.env, episodes, seed, progress=progress)
+        result["frozen"] = evaluate(circuit.act_one, cfg.env, episodes, seed, progress=progress)
     if write:  # benchmarks read shipped policies without touching their recorded evaluation
         write_json(Path(run_dir) / "eval.json", result)
     return result

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import platform
 import statistics
 import tempfile
 import time
@@ -44,6 +43,7 @@ from pathlib import Path
 import torch
 
 from dwc.errors import UserError
+from dwc.ir.fast import cpu_model
 from dwc.rl.common import resolve_precision
 from dwc.rl.envs import check_env_id
 
@@ -148,16 +148,6 @@ def measure(name: str, args) -> float:
             "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable"),
             "mlp-eager": lambda: bench_ours(args, "mlp", graphs=False),
             "mlp-fp32": lambda: bench_ours(args, "mlp", precision="float32")}[name]()
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:

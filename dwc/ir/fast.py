@@ -6,6 +6,11 @@ code: its truth table is decomposed into a multiplexer tree over its inputs (Sha
 with constant, literal and XOR leaves folded and repeated sub-functions shared. The shared object
 is built with the system C compiler (``-O2 -march=native``) and cached by the hash of the source, the
 compiler and the CPU it was built for.
+
+One observation at a time (``act_one``, what ``dwc eval --frozen`` calls every env step) takes the
+scalar path of the C header instead (:mod:`dwc.ir.c_header`, built the same way): a 256-lane block
+for one sample, and numpy's per-call overheads around it, cost tens of microseconds; the scalar
+function is called through ctypes on preallocated buffers, and quantises in C.
 Bit-exact with :mod:`dwc.ir.reference` (tested on random and trained graphs).
 """
 from __future__ import annotations
@@ -70,16 +75,19 @@ static inline void popcount(const W *bits, const int32_t *idx, int n, int planes
 
 
 class _LutCode:
-    """C statements computing one LUT from its input expressions, sub-functions shared."""
+    """C statements computing one LUT from its input expressions, sub-functions shared. ``word`` is the
+    C type of a bit-sliced signal and ``zero`` / ``ones`` its all-0 / all-1 constants: the 256-lane
+    vectors here, one ``uint64_t`` of 64 lanes in the C header (:mod:`dwc.ir.c_header`)."""
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, word: str = "W", zero: str = "Z", ones: str = "O"):
         self.prefix, self.lines, self.memo = prefix, [], {}
+        self.word, self.zero, self.ones = word, zero, ones
 
     def expr(self, table: int, arity: int, inputs: list[str]) -> str:
         if table == 0:
-            return "Z"
+            return self.zero
         if table == full(arity):
-            return "O"
+            return self.ones
         key = (table, arity)
         if key in self.memo:
             return self.memo[key]
@@ -107,7 +115,7 @@ class _LutCode:
             e = f"(({v} & {self.expr(hi, k, inputs)}) | (~{v} & {self.expr(lo, k, inputs)}))"
         if len(e) > 12:  # name non-trivial sub-functions so repeats are computed once
             name = f"{self.prefix}_{len(self.memo)}"
-            self.lines.append(f"W {name} = {e};")
+            self.lines.append(f"{self.word} {name} = {e};")
             e = name
         self.memo[key] = e
         return e
@@ -170,6 +178,18 @@ def _cpu_key() -> str:
         return "|".join([platform.machine(), platform.processor(), platform.platform()])
 
 
+def cpu_model() -> str:
+    """The CPU's name for benchmark records ("AMD EPYC", ...)."""
+    import platform
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def build(src: str, cc: str = "cc") -> Path:
     key = hashlib.sha256(f"{cc}\n{_cpu_key()}\n{src}".encode()).hexdigest()[:20]
     so = _cache_dir() / f"dwc_{key}.so"
@@ -185,8 +205,18 @@ def build(src: str, cc: str = "cc") -> Path:
     return so
 
 
+SCALAR = "dwc_one"  # the C header's prefix inside the executor
+
+
+def scalar_source(g: Graph) -> str:
+    """The C header (:mod:`dwc.ir.c_header`) with its implementation: the batch-1 path."""
+    from .c_header import c_header
+    return f"#define {SCALAR.upper()}_IMPLEMENTATION\n" + c_header(g, SCALAR)
+
+
 class FastExecutor:
-    """``FastExecutor(graph).popcounts(q)`` / ``.actions_int(q)`` / ``.act(obs)``, like the reference."""
+    """``FastExecutor(graph).popcounts(q)`` / ``.actions_int(q)`` / ``.act(obs)``, like the reference;
+    ``.act_one(obs)`` for one observation (the scalar path)."""
 
     def __init__(self, g: Graph, cc: str = "cc"):
         if any(f.width > 32 for f in g.obs_formats):
@@ -197,6 +227,28 @@ class FastExecutor:
         self._tables = [np.asarray(t, dtype=np.int64) for t in g.action_tables]
         self._cols = np.zeros((g.obs_dim, LANES), dtype=np.int32)
         self._pop = np.zeros((LANES, len(g.groups)), dtype=np.int32)
+        try:
+            one = ctypes.CDLL(str(build(scalar_source(g), cc)))
+        except ValueError:  # a linear layer whose sums overflow 64 bits, or a 32+-bit action: blocks only
+            one = None
+        if one is not None:  # preallocated buffers, their addresses passed as plain integers
+            self._act_d, self._act_q = getattr(one, f"{SCALAR}_act_d"), getattr(one, f"{SCALAR}_act_q")
+            self._act_d.argtypes = self._act_q.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            self._act_d.restype, self._act_q.restype = ctypes.c_int, None
+            self._obs1, self._act1 = np.zeros(g.obs_dim), np.zeros(g.action_dim)
+            self._q1, self._actq1 = np.zeros(g.obs_dim, dtype=np.int32), np.zeros(g.action_dim, dtype=np.int32)
+            self._ptr = {k: getattr(self, k).ctypes.data for k in ("_obs1", "_act1", "_q1", "_actq1")}
+        self._one = one
+
+    def act_one(self, obs: np.ndarray) -> np.ndarray:
+        """One float observation (``D`` values) -> its float action (``A``), as :meth:`act` computes it."""
+        if self._one is None:
+            return self.act(np.reshape(obs, (1, -1)))[0]
+        self._obs1[...] = obs
+        if self._act_d(self._ptr["_obs1"], self._ptr["_act1"]):  # nonzero: a NaN, refused as everywhere
+            from .graph import check_observation
+            check_observation(obs)
+        return self._act1.copy()
 
     def popcounts(self, q: np.ndarray) -> np.ndarray:
         q = np.atleast_2d(q)
@@ -212,6 +264,11 @@ class FastExecutor:
 
     def actions_int(self, q: np.ndarray) -> np.ndarray:
         from .reference import linear_layer
+        q = np.atleast_2d(q)
+        if q.shape[0] == 1 and self._one is not None and -(1 << 31) <= q.min() and q.max() < 1 << 31:
+            self._q1[...] = q[0]
+            self._act_q(self._ptr["_q1"], self._ptr["_actq1"])
+            return self._actq1[None].astype(np.int64)
         idx = self.popcounts(q)
         for lin in self.graph.linear:  # a few small integer matmuls: numpy is fast enough
             idx = linear_layer(lin, idx)
@@ -221,4 +278,6 @@ class FastExecutor:
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         from .reference import quantize_obs
+        if self._one is not None and np.ndim(obs) <= 2 and np.size(obs) == self.graph.obs_dim:
+            return self.act_one(obs)[None]
         return self.graph.action_format.to_float(self.actions_int(quantize_obs(self.graph, obs)))
