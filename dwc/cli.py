@@ -19,7 +19,7 @@ Policies: Differentiable Weightless Controllers (LUT networks), logic-gate netwo
 stages, from a task to a bitstream:
   train     train a policy with SAC or PPO, or distil a trained one into a circuit; resumable
   eval      deterministic episodes of a trained run (and of its frozen circuit): RUN/eval.json
-  export    copy a trained policy's essentials (a few MB) into a folder, e.g. policies/
+  export    copy a trained policy's essentials (a few MB) into a folder, e.g. policies/; --c: a C header
   compile   freeze a trained policy into the integer LUT-graph IR (BUILD/graph.json) and emit Verilog
   import    lower a quantised ONNX MLP from another tool into the same IR and Verilog
   verify    run the Verilog in Verilator/Icarus against the IR: vectors + closed-loop MuJoCo episodes
@@ -210,17 +210,40 @@ def cmd_eval(args) -> int:
 
 
 def _add_export(sub):
-    p = sub.add_parser("export", help="copy a trained policy's essentials (a few MB) into a new folder",
+    p = sub.add_parser("export", help="copy a trained policy's essentials (a few MB) into a new folder; or, with "
+                                      "--c, its compiled circuit as a C header",
                        description="Write OUT/config.json, a slim OUT/checkpoint.pt (actor only; learnable "
                                    "wirings as indices), eval.json, metrics.jsonl and commands.txt. "
-                                   "OUT is a run directory: dwc eval OUT works on it.",
-                       epilog="example:\n  dwc export runs/hopper-dwc --out policies/hopper-v5-dwc",
+                                   "OUT is a run directory: dwc eval OUT works on it.\n\n"
+                                   "With --c: write the circuit of a dwc compile output folder as one self-contained\n"
+                                   "C99 header for microcontrollers and CPUs (float or fixed-point observation in,\n"
+                                   "action out, bit-exact with the circuit; only <stdint.h>), check it against the\n"
+                                   "reference executor, and report its code and table sizes and the time per action\n"
+                                   "on this CPU (also in a .json beside the header).",
+                       epilog="examples:\n  dwc export runs/hopper-dwc --out policies/hopper-v5-dwc\n"
+                              "  dwc compile policies/hopper-v5-dwc --out build/hopper\n"
+                              "  dwc export --c build/hopper                     # build/hopper/dwc_policy.h, "
+                              "dwc_policy_act_f() etc.\n"
+                              "  dwc export --c build/hopper --out src/hopper.h  # hopper_act_f() etc.\n"
+                              "see docs/compiling.md, 'C for microcontrollers and CPUs'",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run", type=Path, help="run directory written by dwc train")
-    p.add_argument("--out", type=Path, required=True, help="new folder for the policy")
+    p.add_argument("run", type=Path, metavar="SOURCE",
+                   help="run directory written by dwc train; with --c, a dwc compile output folder (a run or "
+                        "policy folder is frozen first, with dwc compile's defaults, and then needs --out)")
+    p.add_argument("--out", type=Path, help="new folder for the policy; with --c, the header file (default "
+                                            "SOURCE/dwc_policy.h; its name prefixes the C functions)")
+    p.add_argument("--c", action="store_true", help="write the compiled circuit as a C99 header instead")
+    p.add_argument("--json", action="store_true", help="with --c: print the report as JSON")
 
 
 def cmd_export(args) -> int:
+    if args.c:
+        from .c_export import export_c, export_c_text
+        r = export_c(args.run, args.out)
+        print(json.dumps(r, indent=2) if args.json else export_c_text(r))
+        return 0
+    if args.out is None:
+        raise UserError("--out is required: the new folder for the policy (or --c for a C header)")
     from .rundir import load_config
     load_config(args.run)  # a wrong path fails at once, before torch is imported
     from .policy import export_policy

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from .fast import CHUNK, _LutCode
+from .bitslice import CHUNK, LutCode
 from .graph import LUT, Comparator, Graph
 
 LANES = 64  # observations per batch word
@@ -277,7 +277,7 @@ class _Gen:
                 body = []
                 for j in range(start, min(start + CHUNK, len(layer))):
                     lut = layer[j]
-                    code = _LutCode(f"t{j}", "uint64_t", "(uint64_t)0", "~(uint64_t)0")
+                    code = LutCode(f"t{j}", "uint64_t", "(uint64_t)0", "~(uint64_t)0")
                     e = code.expr(lut.table, lut.arity, [f"in[{i}]" for i in lut.inputs])
                     body += ["    " + line for line in code.lines] + [f"    out[{j}] = {e};"]
                 unused = "" if any("in[" in b for b in body) else "    (void)in;\n"

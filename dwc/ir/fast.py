@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .graph import Graph
-from .passes import cofactor, full
+from .bitslice import CHUNK, LutCode
 
 LANES = 256  # samples per block
 
@@ -74,56 +74,6 @@ static inline void popcount(const W *bits, const int32_t *idx, int n, int planes
 """
 
 
-class _LutCode:
-    """C statements computing one LUT from its input expressions, sub-functions shared. ``word`` is the
-    C type of a bit-sliced signal and ``zero`` / ``ones`` its all-0 / all-1 constants: the 256-lane
-    vectors here, one ``uint64_t`` of 64 lanes in the C header (:mod:`dwc.ir.c_header`)."""
-
-    def __init__(self, prefix: str, word: str = "W", zero: str = "Z", ones: str = "O"):
-        self.prefix, self.lines, self.memo = prefix, [], {}
-        self.word, self.zero, self.ones = word, zero, ones
-
-    def expr(self, table: int, arity: int, inputs: list[str]) -> str:
-        if table == 0:
-            return self.zero
-        if table == full(arity):
-            return self.ones
-        key = (table, arity)
-        if key in self.memo:
-            return self.memo[key]
-        k = arity - 1
-        v = inputs[k]
-        lo, hi = cofactor(table, arity, k, 0), cofactor(table, arity, k, 1)
-        if lo == hi:
-            return self.expr(lo, k, inputs)
-        ones = full(k)
-        if lo == 0 and hi == ones:
-            e = v
-        elif lo == ones and hi == 0:
-            e = f"~{v}"
-        elif hi == lo ^ ones:
-            e = f"({v} ^ {self.expr(lo, k, inputs)})"
-        elif lo == 0:
-            e = f"({v} & {self.expr(hi, k, inputs)})"
-        elif hi == 0:
-            e = f"(~{v} & {self.expr(lo, k, inputs)})"
-        elif hi == ones:
-            e = f"({v} | {self.expr(lo, k, inputs)})"
-        elif lo == ones:
-            e = f"(~{v} | {self.expr(hi, k, inputs)})"
-        else:
-            e = f"(({v} & {self.expr(hi, k, inputs)}) | (~{v} & {self.expr(lo, k, inputs)}))"
-        if len(e) > 12:  # name non-trivial sub-functions so repeats are computed once
-            name = f"{self.prefix}_{len(self.memo)}"
-            self.lines.append(f"{self.word} {name} = {e};")
-            e = name
-        self.memo[key] = e
-        return e
-
-
-CHUNK = 32  # LUTs per generated function: keeps each function small, so the C compiler stays fast
-
-
 def c_source(g: Graph) -> str:
     out = [_HEADER, f"enum {{ D = {g.obs_dim}, A = {len(g.groups)}, C = {len(g.comparators)} }};"]  # A: popcounts
     # comparators: a table, evaluated in a loop (constants folded to all-0 / all-1 words)
@@ -142,7 +92,7 @@ def c_source(g: Graph) -> str:
             body = []
             for j in range(start, min(start + CHUNK, len(layer))):
                 lut = layer[j]
-                code = _LutCode(f"t{j}")
+                code = LutCode(f"t{j}")
                 e = code.expr(lut.table, lut.arity, [f"in[{i}]" for i in lut.inputs])
                 body += ["  " + line for line in code.lines] + [f"  out[{j}] = {e};"]
             out.append(f"static void {fn}(const W *in, W *out) {{\n" + "\n".join(body) + "\n}")
