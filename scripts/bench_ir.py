@@ -8,6 +8,16 @@ Measures samples/s at batch 1 and batch 4096 on one thread for:
 on a DWC of the published size (2 x 1024 LUT6, B = 63, Hopper-v5 dimensions, random weights:
 throughput does not depend on the learned values) or on a trained policy (--policy DIR).
 
+Then batch 1 as dwc eval --frozen meets it, one float observation in, one action out, per call
+(median of --rounds rounds, the candidates taking turns so that a change in the machine's load
+hits them all alike; min-max in brackets; ratios to ort-mlp's median):
+  fast act_one     the fast executor's batch-1 path: the C header's scalar function through ctypes
+  c-header call    that C function alone through ctypes (no Python around it: the floor)
+  fast 256-block   the fast executor's block path for one sample (batch 1's path before act_one)
+  fast 256-block, codes in   the same from fixed-point codes (what the table above measured before)
+  reference        reference.act on one observation
+  torch-mlp / ort-mlp as above
+
   .venv/bin/python scripts/bench_ir.py            # published size
   .venv/bin/python scripts/bench_ir.py --policy policies/inverted-pendulum-v5-dwc
 """
@@ -72,6 +82,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policy", help="a trained DWC run or policies/ folder (default: random published size)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--rounds", type=int, default=7, help="batch-1 rounds per candidate (default 7)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.policy:
@@ -114,9 +125,72 @@ def main() -> None:
     b1 = rows[0]
     print(f"batch-1 latency: torch-mlp {1e6 / b1['torch-mlp']:.1f} us, "
           + (f"ort-mlp {1e6 / b1['ort-mlp']:.1f} us, " if "ort-mlp" in b1 else "") + f"fast {1e6 / b1['fast']:.1f} us")
+    one = batch_one(graph, fast, mlp, sess, args.rounds)
+    print(f"\nbatch 1, one float observation -> one action per call; us per action, median of {args.rounds} "
+          f"rounds [min-max]; ratio = ort-mlp's median / this median (> 1: faster than ort-mlp)")
+    ort_us = one.get("ort-mlp", {}).get("median_us")
+    for name, r in one.items():
+        ratio = f"{ort_us / r['median_us']:>7.2f}x" if ort_us else f"{'-':>8}"
+        print(f"  {name:<26} {r['median_us']:>9.2f} us  [{r['min_us']:.2f}-{r['max_us']:.2f}]  {ratio}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"luts": luts, "rows": rows}, f, indent=2)
+            json.dump({"luts": luts, "rows": rows, "batch1": one, "context": context()}, f, indent=2)
+
+
+def us_per_call(fn, seconds: float) -> float:
+    """Microseconds per call, calls in runs of 20 between clock reads."""
+    fn()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(20):
+            fn()
+        n += 20
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def batch_one(graph, fast, mlp, sess, rounds: int, seconds: float = 0.3) -> dict:
+    """us per call at batch 1 for each candidate: rounds of ``seconds`` each, candidates interleaved."""
+    rng = np.random.default_rng(1)
+    lo = np.array([f.min_int for f in graph.obs_formats])
+    hi = np.array([f.max_int for f in graph.obs_formats])
+    obs = rng.uniform(lo, hi) * np.array([2.0 ** -f.frac for f in graph.obs_formats])  # as an env returns it
+    assert np.array_equal(fast.act_one(obs), reference.act(graph, obs)[0])
+    assert np.array_equal(fast.act_blocks(obs), reference.act(graph, obs))
+    q = reference.quantize_obs(graph, obs)
+    x = torch.tensor(obs[None], dtype=torch.float32)
+    ptr_in, ptr_out = fast._ptr["_obs1"], fast._ptr["_act1"]
+    fast._obs1[...] = obs
+    cands = {"fast act_one": lambda: fast.act_one(obs),
+             "c-header call": lambda: fast._act_d(ptr_in, ptr_out),
+             "fast 256-block": lambda: fast.act_blocks(obs),
+             "fast 256-block, codes in": lambda: fast.actions_int_blocks(q),
+             "reference": lambda: reference.act(graph, obs)}
+    if sess is not None:
+        xn = x.numpy()
+        cands["ort-mlp"] = lambda: sess.run(None, {"obs": xn})
+    cands["torch-mlp"] = lambda: mlp.act(x)
+    times = {k: [] for k in cands}
+    with torch.no_grad():
+        for _ in range(rounds):
+            for k, fn in cands.items():
+                times[k].append(us_per_call(fn, seconds))
+    return {k: {"median_us": round(float(np.median(v)), 3), "min_us": round(min(v), 3), "max_us": round(max(v), 3),
+                "rounds_us": [round(t, 3) for t in v]} for k, v in times.items()}
+
+
+def context() -> dict:
+    import os
+    import platform
+    from dwc.ir.fast import cpu_model
+    ctx = {"cpu": cpu_model(), "machine": platform.machine(), "cores": os.cpu_count(), "threads": 1,
+           "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
+           "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "load_average": os.getloadavg()}
+    try:
+        import onnxruntime
+        ctx["onnxruntime"] = onnxruntime.__version__
+    except ImportError:
+        pass
+    return ctx
 
 
 if __name__ == "__main__":

@@ -213,12 +213,16 @@ class FastExecutor:
         return out
 
     def actions_int(self, q: np.ndarray) -> np.ndarray:
-        from .reference import linear_layer
         q = np.atleast_2d(q)
-        if q.shape[0] == 1 and self._one is not None and -(1 << 31) <= q.min() and q.max() < 1 << 31:
+        if q.shape[0] == 1 and self._one is not None:  # codes as int32, as the blocks take them
             self._q1[...] = q[0]
             self._act_q(self._ptr["_q1"], self._ptr["_actq1"])
             return self._actq1[None].astype(np.int64)
+        return self.actions_int_blocks(q)
+
+    def actions_int_blocks(self, q: np.ndarray) -> np.ndarray:
+        """:meth:`actions_int` in blocks of 256, whatever the batch (batch 1's path before ``act_one``)."""
+        from .reference import linear_layer
         idx = self.popcounts(q)
         for lin in self.graph.linear:  # a few small integer matmuls: numpy is fast enough
             idx = linear_layer(lin, idx)
@@ -227,7 +231,11 @@ class FastExecutor:
         return np.stack([self._tables[a][idx[:, a]] for a in range(self.graph.action_dim)], axis=1)
 
     def act(self, obs: np.ndarray) -> np.ndarray:
-        from .reference import quantize_obs
         if self._one is not None and np.ndim(obs) <= 2 and np.size(obs) == self.graph.obs_dim:
             return self.act_one(obs)[None]
-        return self.graph.action_format.to_float(self.actions_int(quantize_obs(self.graph, obs)))
+        return self.act_blocks(obs)
+
+    def act_blocks(self, obs: np.ndarray) -> np.ndarray:
+        """:meth:`act` in blocks of 256, whatever the batch."""
+        from .reference import quantize_obs
+        return self.graph.action_format.to_float(self.actions_int_blocks(quantize_obs(self.graph, obs)))
