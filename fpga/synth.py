@@ -130,13 +130,14 @@ def pin_device(t: Target) -> str:
     return t.device if t.family == "ecp5" else t.nextpnr[0].lstrip("-")
 
 
-def _fits(target: str, t: Target, need: dict, what: str) -> None:
-    """Refuse (:class:`DoesNotFit`, one line with the numbers) a predicted count above the device's."""
+def _fits(target: str, t: Target, need: dict, what: str, slack: float = 1.0) -> None:
+    """Refuse (:class:`DoesNotFit`, one line with the numbers) a predicted count above the device's
+    capacity times ``slack``."""
     from dwc.fpga.fit import CELL_KIND, FF_KIND, RAM_KIND
     cap = {CELL_KIND[t.family]: t.luts, RAM_KIND[t.family][0]: RAM_BLOCKS[target]}
     if FF_KIND[t.family]:
         cap[FF_KIND[t.family]] = t.ffs
-    over = [(k, need[k], a) for k, a in cap.items() if need.get(k, 0) > a]
+    over = [(k, need[k], a) for k, a in cap.items() if need.get(k, 0) > a * slack]
     if over:
         d = need.get("detail", {})
         parts = (f"{d.get('luts', 0)} LUT4 + {d.get('carries', 0) - d.get('carries_with_a_lut', 0)} carries without a "
@@ -205,9 +206,11 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
 
     if t.nextpnr:
         from dwc.rtl.shell import shell_verilog
-        # 1b. the fit pre-check on the core alone: the shell only adds to it
+        # 1b. the fit pre-check on the core alone, before two more yosys runs: refused here only when
+        # clearly too big, since yosys optimises core + shell together a little differently (measured:
+        # the core alone predicts -0.5% to +0.3% of core + shell; the table in dwc.fpga.fit)
         core_need = fit.predict([(json.loads((work / "core_net.json").read_text()), "dwc_core")], t.family)
-        _fits(target, t, core_need, "the core alone")
+        _fits(target, t, core_need, "the core alone", slack=1.02)
         (work / "shell.v").write_text(shell_verilog(ports))
         # 2a. the shell's own cost (core as a black box)
         shell_script = (f"read_verilog shell.v\nread_verilog -lib core.v\n{t.synth} {yosys_opts} -top dwc_shell\n"
