@@ -60,7 +60,7 @@ class Stage:
         import time
         self.log, self.prefix, self.what, self.phases, self.every = log, prefix, what, phases, every
         self.t0 = time.perf_counter()
-        self.phase = None
+        self.phase = self._said = None
         self._last = self.t0
         self._clock = time.perf_counter
         self._stop = threading.Event()
@@ -72,7 +72,7 @@ class Stage:
     def _say(self, text: str) -> None:
         with self._lock:
             now = self._clock()
-            self._last = now
+            self._last, self._said = now, self.phase
             self.log(f"{self.prefix} {self.what}{': ' + self.phase if self.phase else ''} {text} {now - self.t0:.0f} s")
 
     def _heartbeat(self) -> None:
@@ -86,7 +86,7 @@ class Stage:
         for pattern, phase in self.phases:
             if phase != self.phase and re.search(pattern, text):
                 self.phase = phase
-                if self._clock() - self._last >= 3.0:
+                if phase != self._said and self._clock() - self._last >= 3.0:
                     self._say("...")
                 break
 
