@@ -93,13 +93,14 @@ def _cc() -> str | None:
     return next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
 
 
-def object_sizes(cc: str, flags: list[str], header: Path, name: str, batch: bool, size_tool: str) -> dict:
-    """Section sizes of the implementation compiled with ``flags``: code (.text), constant tables
-    (.rodata), data; and the stack frames gcc reports (-fstack-usage), largest and all added."""
+def object_sizes(cc: str, flags: list[str], header: Path, name: str, size_tool: str, *options: str) -> dict:
+    """Section sizes of the implementation compiled with ``flags`` and the header's ``options``
+    (BATCH, UNROLLED): code (.text), constant tables (.rodata), data; and the stack frames gcc
+    reports (-fstack-usage), largest and all added."""
     u = name.upper()
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "impl.c"
-        src.write_text(f"#define {u}_IMPLEMENTATION\n" + (f"#define {u}_BATCH\n" if batch else "")
+        src.write_text("".join(f"#define {u}_{o}\n" for o in ("IMPLEMENTATION", *options))
                        + f'#include "{header.resolve()}"\n')
         res = subprocess.run([cc, *STRICT, *flags, "-fstack-usage", "-c", "impl.c", "-o", "impl.o"], cwd=tmp,
                              capture_output=True, text=True)
@@ -122,7 +123,7 @@ def object_sizes(cc: str, flags: list[str], header: Path, name: str, batch: bool
 BENCH = r"""#define _POSIX_C_SOURCE 199309L
 #include <time.h>
 #define @U@_IMPLEMENTATION
-#define @U@_BATCH
+@OPTIONS@
 #include "@H@"
 
 static double now_ns(void)
@@ -142,6 +143,7 @@ double run_scalar(const double *obs, double *act, int n, int passes)
     return (now_ns() - t0) / ((double)n * passes);
 }
 
+#ifdef @U@_BATCH
 double run_batch(const double *obs, double *act, int n, int passes)
 {
     const double t0 = now_ns();
@@ -149,6 +151,7 @@ double run_batch(const double *obs, double *act, int n, int passes)
         if (@P@_batch_d(obs, act, n)) return -1.0;
     return (now_ns() - t0) / ((double)n * passes);
 }
+#endif
 
 void run_q(const int32_t *q, int32_t *act, int n)
 {
@@ -191,49 +194,65 @@ def measure_header(g: Graph, header: Path, name: str, report: dict, log=print) -
     size_tool = shutil.which("size")
     if size_tool:
         host = platform.machine()
-        report["sizes"][host] = object_sizes(cc, ["-Os"], header, name, False, size_tool)
-        with_batch = object_sizes(cc, ["-Os"], header, name, True, size_tool)
-        report["sizes"][host]["batch_code_bytes"] = with_batch["code_bytes"] - report["sizes"][host]["code_bytes"]
+        sizes = report["sizes"][host] = object_sizes(cc, ["-Os"], header, name, size_tool)
+        sizes["batch_code_bytes"] = object_sizes(cc, ["-Os"], header, name, size_tool, "BATCH")["code_bytes"] \
+            - sizes["code_bytes"]
+        unrolled(sizes, object_sizes(cc, ["-Os"], header, name, size_tool, "UNROLLED"))
     else:
         report["notes"].append("no size tool (binutils): code sizes skipped")
-    arm = shutil.which("arm-none-eabi-gcc")
-    if arm and shutil.which("arm-none-eabi-size"):
-        report["sizes"]["cortex-m4"] = object_sizes(arm, ["-Os", *CORTEX_M4], header, name, False,
-                                                    shutil.which("arm-none-eabi-size"))
-    u = name.upper()
+    arm, arm_size = shutil.which("arm-none-eabi-gcc"), shutil.which("arm-none-eabi-size")
+    if arm and arm_size:
+        # table-driven only: the unrolled code is for CPUs (and arm-none-eabi-gcc -Os takes minutes on it)
+        report["sizes"]["cortex-m4"] = object_sizes(arm, ["-Os", *CORTEX_M4], header, name, arm_size)
+    libs = {v: bench_lib(cc, header, name, opts) for v, opts in (("tables", ["BATCH"]), ("unrolled", ["UNROLLED"]))}
+    n = 4096
+    x, q = check_observations(g, n)
+    with np.errstate(over="ignore"):
+        want, want_q = ref.act(g, x), ref.actions_int(g, q)
+    t0 = time.perf_counter()
+    speed, mismatches = {}, 0
+    for v, lib in libs.items():
+        act, act_q = np.zeros((n, g.action_dim)), np.zeros((n, g.action_dim), dtype=np.int32)
+        speed["scalar" if v == "tables" else "scalar_unrolled"] = _timed(
+            lambda p: lib.run_scalar(x.ctypes.data, act.ctypes.data, n, p))
+        lib.run_q(q.ctypes.data, act_q.ctypes.data, n)
+        mismatches += int((act != want).any(axis=1).sum() + (act_q != want_q).any(axis=1).sum())
+    act = np.zeros((n, g.action_dim))
+    speed["batch"] = _timed(lambda p: libs["tables"].run_batch(x.ctypes.data, act.ctypes.data, n, p))
+    mismatches += int((act != want).any(axis=1).sum())
+    report["check"] = {"observations": 5 * n, "mismatches": mismatches,
+                       "what": f"{n} float observations through {name}_act_d (table-driven and unrolled) and "
+                               f"{name}_batch_d, {n} codes through {name}_act_q (both), against the reference "
+                               f"executor"}
+    if mismatches:
+        raise RuntimeError(f"the C header disagrees with the reference executor on {mismatches} observations: a bug "
+                           f"in dwc's C back end; please report it with {header}")
+    report["speed"] = {"compiler": f"{cc} -O2", "cpu": cpu_model(), "threads": 1, **speed,
+                       "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def unrolled(sizes: dict, other: dict) -> None:
+    sizes["unrolled_code_bytes"], sizes["unrolled_table_bytes"] = other["code_bytes"], other["table_bytes"]
+
+
+def bench_lib(cc: str, header: Path, name: str, options: list[str]) -> ctypes.CDLL:
+    """The header with ``options`` and the timing loops of :data:`BENCH`, built -O2 and loaded."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "bench.c"
-        src.write_text(BENCH.replace("@U@", u).replace("@P@", name).replace("@H@", str(header.resolve())))
+        src.write_text(BENCH.replace("@OPTIONS@", "".join(f"#define {name.upper()}_{o}\n" for o in options))
+                       .replace("@U@", name.upper()).replace("@P@", name).replace("@H@", str(header.resolve())))
         so = Path(tmp) / "bench.so"
         res = subprocess.run([cc, *STRICT, "-O2", "-shared", "-fPIC", "-o", str(so), str(src)], capture_output=True,
                              text=True)
         if res.returncode:
             raise RuntimeError(f"{cc} failed on the header: {res.stderr.strip()[:800]}")
         lib = ctypes.CDLL(str(so))
-    for fn in ("run_scalar", "run_batch"):
+    fns = ["run_scalar"] + (["run_batch"] if "BATCH" in options else [])
+    for fn in fns:
         getattr(lib, fn).restype = ctypes.c_double
         getattr(lib, fn).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     lib.run_q.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    n = 4096
-    x, q = check_observations(g, n)
-    act, act_b = np.zeros((n, g.action_dim)), np.zeros((n, g.action_dim))
-    act_q = np.zeros((n, g.action_dim), dtype=np.int32)
-    t0 = time.perf_counter()
-    scalar = _timed(lambda p: lib.run_scalar(x.ctypes.data, act.ctypes.data, n, p))
-    batch = _timed(lambda p: lib.run_batch(x.ctypes.data, act_b.ctypes.data, n, p))
-    lib.run_q(q.ctypes.data, act_q.ctypes.data, n)
-    with np.errstate(over="ignore"):
-        want = ref.act(g, x)
-    mismatches = int((act != want).any(axis=1).sum() + (act_b != want).any(axis=1).sum()
-                     + (act_q != ref.actions_int(g, q)).any(axis=1).sum())
-    report["check"] = {"observations": 3 * n, "mismatches": mismatches,
-                       "what": f"{n} float observations through {name}_act_d and {name}_batch_d, {n} codes "
-                               f"through {name}_act_q, against the reference executor"}
-    if mismatches:
-        raise RuntimeError(f"the C header disagrees with the reference executor on {mismatches} observations: a bug "
-                           f"in dwc's C back end; please report it with {header}")
-    report["speed"] = {"compiler": f"{cc} -O2", "cpu": cpu_model(), "threads": 1, "scalar": scalar,
-                       "batch": batch, "seconds": round(time.perf_counter() - t0, 1)}
+    return lib
 
 
 def export_c_text(r: dict) -> str:
@@ -241,16 +260,17 @@ def export_c_text(r: dict) -> str:
              f"{r['name']}_act_f / _act_d / _act_q (and {r['name']}_batch_* with {r['name'].upper()}_BATCH)",
              f"  tables {r['table_bytes']:,} B, working buffers {r['buffer_bytes']:,} B per call"]
     for target, s in r["sizes"].items():
-        extra = f"; the batch functions add {s['batch_code_bytes']:,} B of code" if "batch_code_bytes" in s else ""
-        lines.append(f"  {target} ({s['compiler']} {s['flags']}): code {s['code_bytes']:,} B, tables "
+        extra = f"; batch functions +{s['batch_code_bytes']:,} B" if "batch_code_bytes" in s else ""
+        if "unrolled_code_bytes" in s:
+            extra += f"; unrolled {s['unrolled_code_bytes']:,} B code + {s['unrolled_table_bytes']:,} B tables"
+        lines.append(f"  {target} ({Path(s['compiler']).name} {s['flags']}): code {s['code_bytes']:,} B + tables "
                      f"{s['table_bytes']:,} B, largest stack frame {s['stack_frames_max']} B{extra}")
     if r["speed"]:
         sp = r["speed"]
-        for k in ("scalar", "batch"):
+        for k, label in (("scalar", "scalar"), ("scalar_unrolled", "scalar, unrolled"), ("batch", "batch, 64/word")):
             t = sp[k]
-            lines.append(f"  {k + (' (64 per word)' if k == 'batch' else ''):<18} {t['ns_per_action']:>9,.1f} ns per "
-                         f"action on {sp['cpu']} ({sp['compiler']}, median of {t['repetitions']}: "
-                         f"{t['min']:,.1f}-{t['max']:,.1f})")
+            lines.append(f"  {label:<18} {t['ns_per_action']:>9,.1f} ns per action on {sp['cpu']} ({sp['compiler']}, "
+                         f"median of {t['repetitions']}: {t['min']:,.1f}-{t['max']:,.1f})")
     if r["check"]:
         lines.append(f"  checked against the reference executor: {r['check']['observations']:,} observations, "
                      f"{r['check']['mismatches']} mismatches")

@@ -24,16 +24,17 @@ STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
 
 
-def compile_lib(headers: dict[str, str], tmp_path: Path, batch: bool = True) -> ctypes.CDLL:
-    """One shared object from the headers (name -> text), each with its implementation (and batch)."""
+def compile_lib(headers: dict[str, str], tmp_path: Path, options=("BATCH",)) -> ctypes.CDLL:
+    """One shared object from the headers (name -> text), each with its implementation and ``options``
+    (BATCH: the batch functions too; UNROLLED: the straight-line scalar code)."""
     lines = []
     for name, text in headers.items():
         (tmp_path / f"{name}.h").write_text(text)
-        u = name.upper()
-        lines += [f"#define {u}_IMPLEMENTATION"] + ([f"#define {u}_BATCH"] if batch else []) + [f'#include "{name}.h"']
-    (tmp_path / "lib.c").write_text("\n".join(lines) + "\n")
-    so = tmp_path / "lib.so"
-    res = subprocess.run(["gcc", *STRICT, "-O2", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "lib.c")],
+        lines += [f"#define {name.upper()}_{o}" for o in ("IMPLEMENTATION", *options)] + [f'#include "{name}.h"']
+    tag = "_".join(options) or "plain"
+    (tmp_path / f"lib_{tag}.c").write_text("\n".join(lines) + "\n")
+    so = tmp_path / f"lib_{tag}.so"
+    res = subprocess.run(["gcc", *STRICT, "-O2", "-shared", "-fPIC", "-o", str(so), str(tmp_path / f"lib_{tag}.c")],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[:3000]
     return ctypes.CDLL(str(so))
@@ -135,21 +136,26 @@ def _check_policy(c: CPolicy, name: str, g: Graph, n: int, seed: int) -> None:
     want = ref.act(g, x)
     got, rc = c.rows("act_d", x, np.float64, A)
     assert not rc.any() and np.array_equal(got, want), f"act_d: {(got != want).any(axis=1).sum()} of {n} differ"
-    got, rc = c.batch("d", x, np.float64)
-    assert rc == 0 and np.array_equal(got, want), "batch_d"
+    batch = hasattr(c.lib, f"{name}_batch_d")
+    if batch:
+        got, rc = c.batch("d", x, np.float64)
+        assert rc == 0 and np.array_equal(got, want), "batch_d"
     x32 = float32_observations(g, n, seed)
     want32 = ref.act(g, x32.astype(np.float64)).astype(np.float32)
     got, rc = c.rows("act_f", x32, np.float32, A)
     assert not rc.any() and np.array_equal(got, want32), f"act_f: {(got != want32).any(axis=1).sum()} differ"
-    got, rc = c.batch("f", x32, np.float32)
-    assert rc == 0 and np.array_equal(got, want32), "batch_f"
+    if batch:
+        got, rc = c.batch("f", x32, np.float32)
+        assert rc == 0 and np.array_equal(got, want32), "batch_f"
     q = int_observations(g, n, seed)
     want = ref.actions_int(g, q)
     got, _ = c.rows("act_q", q, np.int32, A)
     assert np.array_equal(got, want), f"act_q: {(got != want).any(axis=1).sum()} differ"
-    got = np.full((len(q), A), 7777, dtype=np.int32)
-    c.lib[f"{name}_batch_q"](ctypes.c_void_p(q.ctypes.data), ctypes.c_void_p(got.ctypes.data), ctypes.c_int(len(q)))
-    assert np.array_equal(got, want), "batch_q"
+    if batch:
+        got = np.full((len(q), A), 7777, dtype=np.int32)
+        c.lib[f"{name}_batch_q"](ctypes.c_void_p(q.ctypes.data), ctypes.c_void_p(got.ctypes.data),
+                                 ctypes.c_int(len(q)))
+        assert np.array_equal(got, want), "batch_q"
     # NaN: 1 + its dimension (scalar) or 1 + its observation (batch); nothing written
     for d in range(D):
         bad = x[:3].copy()
@@ -159,10 +165,11 @@ def _check_policy(c: CPolicy, name: str, g: Graph, n: int, seed: int) -> None:
         assert list(rc) == [0, d + 1, (d + 1) % D + 1] and (out[1:] == 7777).all()
         out, rc = c.rows("act_f", bad.astype(np.float32), np.float32, A)
         assert list(rc) == [0, d + 1, (d + 1) % D + 1] and (out[1:] == 7777).all()
-        out, rc = c.batch("d", bad, np.float64)
-        assert rc == 2 and (out == 7777).all()
-        out, rc = c.batch("f", bad.astype(np.float32), np.float32)
-        assert rc == 2 and (out == 7777).all()
+        if batch:
+            out, rc = c.batch("d", bad, np.float64)
+            assert rc == 2 and (out == 7777).all()
+            out, rc = c.batch("f", bad.astype(np.float32), np.float32)
+            assert rc == 2 and (out == 7777).all()
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +180,10 @@ def shipped():
              ("ip_qmlp", "inverted-pendulum-v5-qmlp"))}
 
 
-def test_shipped_policies_match_the_reference(shipped, tmp_path):
-    lib = compile_lib({name: c_header(g, name) for name, g in shipped.items()}, tmp_path)
+@pytest.mark.parametrize("options", [("BATCH",), ("UNROLLED",)])
+def test_shipped_policies_match_the_reference(shipped, tmp_path, options):
+    """Table-driven scalar code and the batch functions; then the unrolled scalar code."""
+    lib = compile_lib({name: c_header(g, name) for name, g in shipped.items()}, tmp_path, options)
     for name, g in shipped.items():
         check_policy(lib, name, g, 10_000)
 
@@ -200,9 +209,11 @@ def test_random_graphs_match_the_reference(tmp_path):
     """Arity 0..6, repeated and constant thresholds, empty popcount groups, linear layers with
     negative shifts and both roundings, 2- and 32-bit formats: one C file, a header per graph."""
     gs = random_graphs()
-    lib = compile_lib({f"g{i}": c_header(g, f"g{i}") for i, g in enumerate(gs)}, tmp_path)
-    for i, g in enumerate(gs):
-        check_policy(lib, f"g{i}", g, 600, seed=i)
+    headers = {f"g{i}": c_header(g, f"g{i}") for i, g in enumerate(gs)}
+    for options in (("BATCH",), ("UNROLLED", "BATCH")):
+        lib = compile_lib(headers, tmp_path, options)
+        for i, g in enumerate(gs):
+            check_policy(lib, f"g{i}", g, 600, seed=i)
 
 
 def test_the_header_alone_compiles_clean(shipped, tmp_path):
@@ -212,7 +223,8 @@ def test_the_header_alone_compiles_clean(shipped, tmp_path):
     (tmp_path / "p.h").write_text(c_header(g, "p"))
     (tmp_path / "a.c").write_text('#include "p.h"\n#include "p.h"\nint f(void) { return P_OBS_DIM + P_ACT_DIM; }\n')
     (tmp_path / "b.c").write_text('#define P_IMPLEMENTATION\n#include "p.h"\n')
-    for src in ("a.c", "b.c"):
+    (tmp_path / "c.c").write_text('#define P_IMPLEMENTATION\n#define P_UNROLLED\n#include "p.h"\n')
+    for src in ("a.c", "b.c", "c.c"):
         res = subprocess.run(["gcc", *STRICT, "-Os", "-c", src], cwd=tmp_path, capture_output=True, text=True)
         assert res.returncode == 0, res.stderr[:2000]
     syms = subprocess.run(["nm", "-g", "--defined-only", "b.o"], cwd=tmp_path, capture_output=True, text=True).stdout
@@ -271,8 +283,8 @@ def test_export_c_command(shipped, tmp_path, capsys):
     import json
     r = json.loads(capsys.readouterr().out)
     assert (build / "dwc_policy.h").exists() and json.loads((build / "dwc_policy.json").read_text())["check"] == r["check"]
-    assert r["check"]["mismatches"] == 0 and r["check"]["observations"] >= 12000
-    assert r["speed"]["scalar"]["ns_per_action"] > 0 and r["speed"]["batch"]["ns_per_action"] > 0
+    assert r["check"]["mismatches"] == 0 and r["check"]["observations"] >= 20000
+    assert all(r["speed"][k]["ns_per_action"] > 0 for k in ("scalar", "scalar_unrolled", "batch"))
     host = next(iter(r["sizes"].values()))
     assert host["code_bytes"] > 0 and host["table_bytes"] >= r["table_bytes"] > 0
     assert main(["export", "--c", str(POLICIES / "inverted-pendulum-v5-gates")]) == 2

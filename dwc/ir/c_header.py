@@ -15,7 +15,9 @@ float and rounds in integer arithmetic (ties to even, saturating, +-inf too), so
 on the floating-point environment (rounding mode, x87 excess precision, a missing FPU); a NaN makes
 the call return 1 + its position and write nothing. The scalar path is table-driven, for small
 flash: comparator thresholds sorted per dimension, LUT truth tables packed as bits (LUTs grouped by
-arity), indices and action tables in the narrowest integer type.
+arity: one word per table from 3 inputs up), indices and action tables in the narrowest integer
+type. ``NAME_UNROLLED`` swaps the LUT and popcount loops for straight-line code with the truth tables
+as immediates (fewer instructions, more code): the fast executor's batch-1 path uses it.
 """
 from __future__ import annotations
 
@@ -46,7 +48,14 @@ def index_type(n: int) -> str:
 def _literal(v: int, ctype: str) -> str:
     if ctype == "int64_t" and not -(1 << 31) <= v < 1 << 31:
         return f"INT64_C({v})"
+    if ctype == "uint64_t" and v >= 1 << 32:
+        return f"UINT64_C(0x{v:x})"
     return str(v)
+
+
+def table_type(arity: int) -> str | None:
+    """The unsigned type holding one truth table of 2**arity bits exactly (arity 3..6), else None."""
+    return f"uint{8 << (arity - 3)}_t" if arity >= 3 else None
 
 
 def _array(ctype: str, name: str, values: list[int], per_line: int = 24) -> tuple[str, int]:
@@ -55,7 +64,7 @@ def _array(ctype: str, name: str, values: list[int], per_line: int = 24) -> tupl
     items = [_literal(v, ctype) for v in vals]
     rows = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
     size = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4,
-            "int64_t": 8}[ctype] * len(vals)
+            "int64_t": 8, "uint64_t": 8}[ctype] * len(vals)
     return f"static const {ctype} {name}[{len(vals)}] = {{\n    " + ",\n    ".join(rows) + "\n};", size
 
 
@@ -122,9 +131,11 @@ class _Gen:
         self.tables: list[str] = []
         self.ram = {}  # buffer -> bytes, the scalar path's working memory
 
-    def array(self, ctype: str, name: str, values) -> str:
+    def array(self, ctype: str, name: str, values, guard: str = "") -> str:
+        """A constant table; ``guard``: the preprocessor condition under which some code reads it (an
+        unread static array is a warning)."""
         text, size = _array(ctype, f"{self.p}_{name}", list(values))
-        self.tables.append(text)
+        self.tables.append(f"#if {guard}\n{text}\n#endif" if guard else text)
         self.table_bytes += size
         return f"{self.p}_{name}"
 
@@ -141,31 +152,33 @@ class _Gen:
         if C:  # an unused static array would be a warning
             self.array(index_type(C), "cmp_start", starts)
             self.array(self.thr_type, "cmp_thr", [c.threshold for c in g.comparators])
-        self.segments = []  # per layer: [(arity, count, first LUT, input offset, table byte offset)]
+        self.segments = []  # per layer: [(arity, count, first LUT, input offset)]
+        table_driven = f"!defined({self.u}_UNROLLED)"
         for l, layer in enumerate(g.layers):
-            segs, inputs, bits = [], [], []
+            segs, inputs = [], []
             j = 0
             while j < len(layer):
                 a = layer[j].arity
                 n = sum(1 for lut in layer[j:] if lut.arity == a)
-                tbits = []
-                for lut in layer[j:j + n]:
-                    tbits += [(lut.table >> i) & 1 for i in range(1 << a)]
-                tbits += [0] * (-len(tbits) % 8)
-                segs.append((a, n, j, len(inputs), len(bits) // 8))
-                inputs += [i for lut in layer[j:j + n] for i in lut.inputs]
-                bits += tbits
+                luts = layer[j:j + n]
+                if table_type(a):  # one word per truth table
+                    self.array(table_type(a), f"l{l}_t{a}", [lut.table for lut in luts], table_driven)
+                else:  # 1, 2 or 4 bits per table: packed into bytes
+                    bits = [(lut.table >> i) & 1 for lut in luts for i in range(1 << a)]
+                    self.array("uint8_t", f"l{l}_t{a}", [sum(b << k for k, b in enumerate(bits[i:i + 8]))
+                                                         for i in range(0, len(bits), 8)], table_driven)
+                segs.append((a, n, j, len(inputs)))
+                inputs += [i for lut in luts for i in lut.inputs]
                 j += n
             if inputs:
-                self.array(index_type(g.layer_inputs(l) - 1), f"l{l}_in", inputs)
-            self.array("uint8_t", f"l{l}_tt", [sum(b << k for k, b in enumerate(bits[i:i + 8]))
-                                               for i in range(0, len(bits), 8)])
+                self.array(index_type(g.layer_inputs(l) - 1), f"l{l}_in", inputs, table_driven)
             self.segments.append(segs)
         gstart = [0]
         for grp in g.groups:
             gstart.append(gstart[-1] + len(grp))
-        self.array(index_type(gstart[-1]), "grp_start", gstart)
-        self.array(index_type(g.group_sources - 1), "grp_idx", [i for grp in g.groups for i in grp])
+        loops = f"!defined({self.u}_UNROLLED) || defined({self.u}_BATCH)"
+        self.array(index_type(gstart[-1]), "grp_start", gstart, loops)
+        self.array(index_type(g.group_sources - 1), "grp_idx", [i for grp in g.groups for i in grp], loops)
         self.plans = linear_plan(g)
         for k, (lin, plan) in enumerate(zip(g.linear, self.plans)):
             self.array(plan["weights"], f"w{k}", [row[i] for i in range(len(lin.weights[0])) for row in lin.weights])
@@ -198,21 +211,34 @@ class _Gen:
                      f"            c[j] = (uint8_t)(v >= {p}_cmp_thr[j]);\n    }}")
         else:
             L.append("    (void)q;\n    c[0] = 0;")
+        L.append(f"#ifndef {self.u}_UNROLLED")
         for l, segs in enumerate(self.segments):
             src = "c" if l == 0 else f"s{l - 1}"
-            for a, n, j0, in_off, tt_off in segs:
+            for a, n, j0, in_off in segs:
                 addr = " | ".join(f"(unsigned){src}[i[{k}]]" + (f" << {k}" if k else "") for k in range(a)) or "0u"
                 L.append(f"    for (int j = 0; j < {n}; j++) {{  /* {n} LUT{a} */")
                 if a:
                     L.append(f"        const {self.in_type(l)} *i = {p}_l{l}_in + {in_off} + {a} * j;")
-                L.append(f"        const uint32_t t = ((uint32_t)j << {a}) + ({addr});\n"
-                         f"        s{l}[{j0} + j] = (uint8_t)(({p}_l{l}_tt[{tt_off} + (t >> 3)] >> (t & 7u)) & 1u);\n"
-                         f"    }}")
+                if table_type(a):
+                    L.append(f"        s{l}[{j0} + j] = (uint8_t)(({p}_l{l}_t{a}[j] >> ({addr})) & 1u);\n    }}")
+                else:
+                    L.append(f"        const unsigned t = ((unsigned)j << {a}) + ({addr});\n"
+                             f"        s{l}[{j0} + j] = (uint8_t)(({p}_l{l}_t{a}[t >> 3] >> (t & 7u)) & 1u);\n    }}")
         last = f"s{len(g.layers) - 1}" if g.layers else "c"
         L.append(f"    for (int a = 0; a < {len(g.groups)}; a++) {{\n"
                  f"        int32_t n = 0;\n"
                  f"        for (int k = {p}_grp_start[a]; k < (int){p}_grp_start[a + 1]; k++) n += {last}[{p}_grp_idx[k]];\n"
                  f"        pc[a] = n;\n    }}")
+        L.append(f"#else  /* {self.u}_UNROLLED: straight-line code, truth tables as immediates */")
+        for l, layer in enumerate(g.layers):
+            src = "c" if l == 0 else f"s{l - 1}"
+            for j, lut in enumerate(layer):
+                addr = " | ".join(f"{src}[{i}]" + (f" << {k}" if k else "") for k, i in enumerate(lut.inputs)) or "0"
+                tt = {6: "UINT64_C(0x{:x})", 5: "UINT32_C(0x{:x})"}.get(lut.arity, "0x{:x}u").format(lut.table)
+                L.append(f"    s{l}[{j}] = (uint8_t)(({tt} >> ({addr})) & 1u);")
+        for a, grp in enumerate(g.groups):
+            L.append(f"    pc[{a}] = " + (" + ".join(f"{last}[{i}]" for i in grp) or "0") + ";")
+        L.append("#endif")
         L.append(f"    {p}_tail(pc, act_q);\n}}")
         return "\n".join(L)
 
@@ -347,6 +373,8 @@ class _Gen:
  * Use: in exactly one C file
  *     #define {u}_IMPLEMENTATION
  *     #define {u}_BATCH            (optional: the 64-wide bit-sliced batch functions; larger code)
+ *     #define {u}_UNROLLED         (optional: straight-line scalar code with the truth tables as
+ *                                   immediates: about 1.5x faster on a CPU, several times the code)
  *     #include "{p}.h"
  * and include it plainly elsewhere.
  *

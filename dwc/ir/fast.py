@@ -159,9 +159,9 @@ SCALAR = "dwc_one"  # the C header's prefix inside the executor
 
 
 def scalar_source(g: Graph) -> str:
-    """The C header (:mod:`dwc.ir.c_header`) with its implementation: the batch-1 path."""
+    """The C header (:mod:`dwc.ir.c_header`) with its implementation, unrolled: the batch-1 path."""
     from .c_header import c_header
-    return f"#define {SCALAR.upper()}_IMPLEMENTATION\n" + c_header(g, SCALAR)
+    return f"#define {SCALAR.upper()}_IMPLEMENTATION\n#define {SCALAR.upper()}_UNROLLED\n" + c_header(g, SCALAR)
 
 
 class FastExecutor:
