@@ -32,7 +32,7 @@ import torch
 
 from dwc.ir import reference
 from dwc.ir.fast import FastExecutor
-from dwc.ir.freeze import freeze, untrained_graph
+from dwc.ir.freeze import untrained_graph
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
 
@@ -80,16 +80,18 @@ def ort_mlp(mlp):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policy", help="a trained DWC run or policies/ folder (default: random published size)")
+    ap.add_argument("--policy", help="a trained run or policies/ folder: DWC, gate network or quantised MLP "
+                                     "(default: a random DWC of the published size)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--rounds", type=int, default=7, help="batch-1 rounds per candidate (default 7)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    if args.policy:
-        from dwc.policy import load_actor
-        actor, cfg, _ = load_actor(args.policy)
-        obs_dim, act_dim = actor.encoder.dim, actor.head.actions
-        graph, _ = optimize(freeze(actor))
+    if args.policy:  # any policy with a circuit (DWC, gate network, quantised MLP), frozen as dwc compile does
+        from pathlib import Path
+
+        from dwc.compile import freeze_run
+        graph, _ = optimize(freeze_run(Path(args.policy)))
+        obs_dim, act_dim = graph.obs_dim, graph.action_dim
     else:
         obs_dim, act_dim = 11, 3
         graph = untrained_graph(obs_dim, act_dim)
@@ -158,10 +160,10 @@ def batch_one(graph, fast, mlp, sess, rounds: int, seconds: float = 0.3) -> dict
     assert np.array_equal(fast.act_blocks(obs), reference.act(graph, obs))
     q = reference.quantize_obs(graph, obs)
     x = torch.tensor(obs[None], dtype=torch.float32)
-    ptr_in, ptr_out = fast._ptr["_obs1"], fast._ptr["_act1"]
+    args = fast._args_d
     fast._obs1[...] = obs
     cands = {"fast act_one": lambda: fast.act_one(obs),
-             "c-header call": lambda: fast._act_d(ptr_in, ptr_out),
+             "c-header call": lambda: fast._act_d(*args),
              "fast 256-block": lambda: fast.act_blocks(obs),
              "fast 256-block, codes in": lambda: fast.actions_int_blocks(q),
              "reference": lambda: reference.act(graph, obs)}

@@ -181,13 +181,13 @@ class FastExecutor:
             one = ctypes.CDLL(str(build(scalar_source(g), cc)))
         except ValueError:  # a linear layer whose sums overflow 64 bits, or a 32+-bit action: blocks only
             one = None
-        if one is not None:  # preallocated buffers, their addresses passed as plain integers
+        if one is not None:  # preallocated buffers, passed as ready-made pointers (no argtypes to convert)
             self._act_d, self._act_q = getattr(one, f"{SCALAR}_act_d"), getattr(one, f"{SCALAR}_act_q")
-            self._act_d.argtypes = self._act_q.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
             self._act_d.restype, self._act_q.restype = ctypes.c_int, None
             self._obs1, self._act1 = np.zeros(g.obs_dim), np.zeros(g.action_dim)
             self._q1, self._actq1 = np.zeros(g.obs_dim, dtype=np.int32), np.zeros(g.action_dim, dtype=np.int32)
-            self._ptr = {k: getattr(self, k).ctypes.data for k in ("_obs1", "_act1", "_q1", "_actq1")}
+            self._args_d = (ctypes.c_void_p(self._obs1.ctypes.data), ctypes.c_void_p(self._act1.ctypes.data))
+            self._args_q = (ctypes.c_void_p(self._q1.ctypes.data), ctypes.c_void_p(self._actq1.ctypes.data))
         self._one = one
 
     def act_one(self, obs: np.ndarray) -> np.ndarray:
@@ -195,7 +195,7 @@ class FastExecutor:
         if self._one is None:
             return self.act(np.reshape(obs, (1, -1)))[0]
         self._obs1[...] = obs
-        if self._act_d(self._ptr["_obs1"], self._ptr["_act1"]):  # nonzero: a NaN, refused as everywhere
+        if self._act_d(*self._args_d):  # nonzero: a NaN, refused as everywhere
             from .graph import check_observation
             check_observation(obs)
         return self._act1.copy()
@@ -216,7 +216,7 @@ class FastExecutor:
         q = np.atleast_2d(q)
         if q.shape[0] == 1 and self._one is not None:  # codes as int32, as the blocks take them
             self._q1[...] = q[0]
-            self._act_q(self._ptr["_q1"], self._ptr["_actq1"])
+            self._act_q(*self._args_q)
             return self._actq1[None].astype(np.int64)
         return self.actions_int_blocks(q)
 
