@@ -292,6 +292,11 @@ def _add_compile(sub):
                                      "--target family's smallest device, e.g. ecp5-25k)")
     p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
                    help=f"with --pipeline auto: the clock to reach, MHz (default {DEFAULT_FREQ_MHZ:g})")
+    p.add_argument("--comparators", choices=("shared", "full"), default="shared",
+                   help="the comparator bank's lowering: shared = each observation dimension's 4-bit digits "
+                        "compared once and shared by its thresholds, plain LUT logic (a quarter of the ECP5 area "
+                        "of carry-chain compares); full = one full-width compare per threshold, as before "
+                        "(default shared)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -322,7 +327,7 @@ def cmd_compile(args) -> int:
     target = placed_target(args.target, args.run) if args.pipeline == "auto" else args.target
     r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
                     pipeline=args.pipeline, table_bits=args.table_bits, target=target, freq=args.freq,
-                    log=_log_for(args))
+                    log=_log_for(args), comparators=args.comparators)
     print(json.dumps(r, indent=2) if args.json else compile_text(r))
     return 0
 

@@ -33,16 +33,18 @@ BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iC
 
 
 class BoardTop(Elaboratable):
-    def __init__(self, graph: Graph, pipeline: int, baud: int, compressor: int):
+    def __init__(self, graph: Graph, pipeline: int, baud: int, compressor: int, comparators: str = "full"):
         self.graph, self.pipeline, self.baud, self.compressor = graph, pipeline, baud, compressor
+        self.comparators = comparators
 
     def elaborate(self, platform):
         from dwc.rtl.core import DWCCore
         from dwc.rtl.link import PolicyLink
         m = Module()
         divisor = int(round(platform.default_clk_frequency / self.baud))
-        m.submodules.link = link = PolicyLink(DWCCore(self.graph, self.pipeline, cells="verilog", compressor=self.compressor),
-                                                    divisor)
+        core = DWCCore(self.graph, self.pipeline, cells="verilog", compressor=self.compressor,
+                       comparators=self.comparators)
+        m.submodules.link = link = PolicyLink(core, divisor)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx_buf = rx = io.Buffer("i", uart.rx)
         m.submodules.tx_buf = tx = io.Buffer("o", uart.tx)
@@ -64,6 +66,7 @@ def tool_env() -> dict:
 
 def build_board(build: Path, board: str, pipeline: int | None = None, baud: int = BAUD, log=print) -> dict:
     from dwc.rtl.cells import CELLS_VERILOG
+    from dwc.rtl.comparators import built_comparators
     from dwc.rtl.popcount import built_compressor
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r}; choose from {', '.join(BOARDS)}")
@@ -80,8 +83,8 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     os.environ.update(tool_env())
     try:  # amaranth runs yosys, nextpnr and the packer as one script: a start, a line every 30 s, an end
         with Stage(log, f"[{board}]", f"board top (core + UART link at {baud} baud): amaranth build"):
-            platform.build(BoardTop(graph, pipeline, baud, built_compressor(ports)), name="dwc_board",
-                           build_dir=str(out), do_program=False)
+            platform.build(BoardTop(graph, pipeline, baud, built_compressor(ports), built_comparators(ports)),
+                           name="dwc_board", build_dir=str(out), do_program=False)
     finally:
         for k, v in saved.items():
             if v is None:

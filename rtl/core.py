@@ -26,7 +26,7 @@ from dwc.ir.graph import Graph
 
 from .action_table import ActionTable
 from .cells import CELLS_VERILOG, check_cells
-from .comparators import ComparatorBank, obs_layout
+from .comparators import COMPARATORS, ComparatorBank, check_comparators, obs_layout
 from .linear import TABLE_BITS, LinearStage, extend, linear_input_shapes, lowering_report, signed_width
 from .lut_layer import LUTLayer
 from .popcount import COMPRESSOR, COMPRESSORS, Popcount, count_width, tree_depth
@@ -42,6 +42,13 @@ def to_verilog(core: "wiring.Component", name: str = "dwc_core") -> str:
     from amaranth._toolchain.yosys import find_yosys
     from amaranth.back import rtlil
     text = rtlil.convert(core, name=name)
+    # the comparator bank stays a module of its own (dwc_comparators), so synthesis can report its
+    # area apart from the rest (fpga.synth.area_split); FPGA flows flatten it like the rest
+    # (edited in the RTLIL text: the yosys amaranth ships has neither setattr nor rename)
+    import re
+    bank = f"module \\{name}.comparators\n"
+    text = re.sub(rf"\\{re.escape(name)}\.comparators(?=\s)", r"\\dwc_comparators",
+                  text.replace(bank, "attribute \\keep_hierarchy 1\n" + bank))
     script = [f"read_rtlil <<rtlil\n{text}\nrtlil", "proc -nomux -norom", "flatten", "opt_clean",
               "write_verilog -norename -noattr"]
     text = find_yosys(lambda ver: ver >= (0, 40)).run(["-q", "-"], "\n".join(script), ignore_warnings=True)
@@ -60,8 +67,10 @@ class DWCCore(wiring.Component):
     input register then stands in for the cut after the comparators."""
 
     def __init__(self, graph: Graph, pipeline: int = 0, cells: str = "native", scope: str = "policy",
-                 table_bits: int = TABLE_BITS, compressor: int = COMPRESSOR):
+                 table_bits: int = TABLE_BITS, compressor: int = COMPRESSOR, comparators: str = COMPARATORS[0]):
         check_cells(cells)
+        check_comparators(comparators)
+        self.comparators = comparators
         if compressor not in COMPRESSORS.values():
             raise ValueError(f"compressor must be one of {sorted(COMPRESSORS.values())}")
         self.table_bits, self.compressor = table_bits, compressor
@@ -112,9 +121,10 @@ class DWCCore(wiring.Component):
         if self.scope == "policy":
             obs = Signal(obs_layout(g), name="obs_r")
             m.d.sync += obs.eq(self.obs)
-            # deep pipelines keep carry chains in synthesis (fpga.synth.default_options): the carry-out
-            # form lets the comparator register pack at the chain's end
-            m.submodules.comparators = bank = ComparatorBank(g, cells, carry=bool(self.tree_cuts))
+            # the full lowering in deep pipelines keeps carry chains in synthesis (fpga.synth.default_options):
+            # the carry-out form lets the comparator register pack at the chain's end
+            m.submodules.comparators = bank = ComparatorBank(g, cells, carry=bool(self.tree_cuts),
+                                                             lowering=self.comparators)
             m.d.comb += bank.obs.eq(obs)
             bits = cut(bank.bits, "cmp_r")
         else:
@@ -168,7 +178,7 @@ class DWCCore(wiring.Component):
         return m
 
     def port_description(self) -> dict:
-        desc = port_description(self.graph, self.pipeline, self.compressor)
+        desc = port_description(self.graph, self.pipeline, self.compressor, self.comparators)
         if self.graph.linear:
             desc["linear_lowering"] = lowering_report(self.graph, self.table_bits)
         if self.scope == "network":
@@ -229,15 +239,16 @@ def port_bits(ports: dict) -> tuple[int, int]:
     return sum(f["width"] for f in ports["inputs"][i]), sum(f["width"] for f in ports["outputs"][o])
 
 
-def port_description(g: Graph, pipeline: int, compressor: int = COMPRESSOR) -> dict:
+def port_description(g: Graph, pipeline: int, compressor: int = COMPRESSOR, comparators: str = COMPARATORS[0]) -> dict:
     """What a user wiring the core needs: ports, fixed-point formats, latency (2 + pipeline); and the
-    popcount structure, so tools rebuilding the core (board tops, the energy model) match it."""
+    popcount structure and comparator lowering, so tools rebuilding the core (board tops, the energy
+    model) match it."""
     return {
         "module": "dwc_core",
         "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
         "latency_cycles": 2 + pipeline, "initiation_interval": 1, "pipeline": pipeline,
         "register_cuts": register_cuts(g, pipeline, compressor),
-        "popcount_compressor": compressor,
+        "popcount_compressor": compressor, "comparators": comparators,
         "inputs": {"obs": [{"field": f"o{d}", "signed": True, "width": f.width, "frac": f.frac,
                             "lsb": sum(x.width for x in g.obs_formats[:d])} for d, f in enumerate(g.obs_formats)],
                    "valid_in": {"width": 1}},

@@ -60,10 +60,11 @@ def test_trained_policy_core_matches_reference():
     assert np.array_equal(actions, ref.actions_int(g, q)) and set(latency) == {core.latency}
 
 
-@pytest.mark.parametrize("pipeline,target", [(0, None), ("max", None), ("max", "ecp5")])
-def test_verilog_in_verilator_matches_reference(tmp_path, pipeline, target):
+@pytest.mark.parametrize("pipeline,target,comparators", [(0, None, "shared"), ("max", None, "full"),
+                                                         ("max", "ecp5", "shared")])
+def test_verilog_in_verilator_matches_reference(tmp_path, pipeline, target, comparators):
     """The emitted Verilog, built by Verilator and driven by cocotb: zero mismatches, declared latency;
-    for a LUT4 target with full-adder popcounts too."""
+    for a LUT4 target with full-adder popcounts too; both comparator lowerings."""
     import json
     from pathlib import Path
 
@@ -72,8 +73,8 @@ def test_verilog_in_verilator_matches_reference(tmp_path, pipeline, target):
     from dwc.sim.runner import simulate_vectors
 
     policy = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-dwc"
-    assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", str(pipeline)]
-                + (["--target", target] if target else [])) == 0
+    assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", str(pipeline),
+                 "--comparators", comparators] + (["--target", target] if target else [])) == 0
     g = Graph.load(tmp_path / "graph.json")
     ports = json.loads((tmp_path / "dwc_core.json").read_text())
     rng = np.random.default_rng(len(str(pipeline)))
@@ -86,7 +87,9 @@ def test_verilog_in_verilator_matches_reference(tmp_path, pipeline, target):
               for d, f in enumerate(g.obs_formats)] for c in g.comparators for e in (-1, 0, 1)]
     q = np.concatenate([q, np.array(edges, dtype=q.dtype)])
     verilog = (tmp_path / "dwc_core.v").read_text()
-    assert ("dwc_cmp_carry #(" in verilog) == (pipeline == "max")  # deep pipelines use the carry-out form
+    # the full lowering's deep pipelines use the carry-out form; the shared one has no compare cells
+    assert ("dwc_cmp_carry #(" in verilog) == (pipeline == "max" and comparators == "full")
+    assert ("dwc_cmp" in verilog) == (comparators == "full")
     r = simulate_vectors(tmp_path / "dwc_core.v", ports, q, tmp_path / "sim_build")
     assert np.array_equal(r["actions"], ref.actions_int(g, q))
     assert set(r["latency"]) == {ports["latency_cycles"]} == {2 + ports["pipeline"]}
@@ -100,18 +103,19 @@ def test_verilog_in_verilator_matches_reference(tmp_path, pipeline, target):
     assert max(counters) == (3 if target else 6)  # (a group's last counter may take fewer)
 
 
-@pytest.mark.parametrize("policy", ["dwc", "qmlp"])
+@pytest.mark.parametrize("policy", ["dwc", "qmlp", "dwc --comparators full"])
 @pytest.mark.parametrize("pipeline", ["1", "max"])
 def test_emitted_verilog_lints_clean(tmp_path, pipeline, policy):
     """Verilator's lint (its default warnings, nothing suppressed) finds nothing in dwc compile's
-    output: LUT networks and the quantised MLP's signed arithmetic alike."""
+    output: LUT networks and the quantised MLP's signed arithmetic alike, both comparator lowerings."""
     import subprocess
     from pathlib import Path
 
     from dwc.cli import main
     from dwc.sim.runner import _verilator_env
+    policy, *options = policy.split()
     policy = Path(__file__).parent.parent / "policies" / f"inverted-pendulum-v5-{policy}"
-    assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", pipeline]) == 0
+    assert main(["compile", str(policy), "--out", str(tmp_path), "--pipeline", pipeline, *options]) == 0
     _verilator_env()
     res = subprocess.run(["verilator", "--lint-only", str(tmp_path / "dwc_core.v")], capture_output=True, text=True)
     assert res.returncode == 0 and "%Warning" not in res.stderr, res.stderr[:2000]
