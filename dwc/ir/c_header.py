@@ -17,7 +17,8 @@ the call return 1 + its position and write nothing. The scalar path is table-dri
 flash: comparator thresholds sorted per dimension, LUT truth tables packed as bits (LUTs grouped by
 arity: one word per table from 3 inputs up), indices and action tables in the narrowest integer
 type. ``NAME_UNROLLED`` swaps the LUT and popcount loops for straight-line code with the truth tables
-as immediates (fewer instructions, more code): the fast executor's batch-1 path uses it.
+as immediates (fewer instructions, more code): the fast executor's batch-1 path uses it for circuits
+small enough (:func:`dwc.ir.fast.scalar_source`).
 """
 from __future__ import annotations
 
@@ -374,7 +375,8 @@ class _Gen:
  *     #define {u}_IMPLEMENTATION
  *     #define {u}_BATCH            (optional: the 64-wide bit-sliced batch functions; larger code)
  *     #define {u}_UNROLLED         (optional: straight-line scalar code with the truth tables as
- *                                   immediates: about 1.5x faster on a CPU, several times the code)
+ *                                   immediates: fewer instructions, several times the code; faster
+ *                                   on a CPU while that code fits its instruction cache)
  *     #include "{p}.h"
  * and include it plainly elsewhere.
  *
