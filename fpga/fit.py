@@ -15,7 +15,7 @@ Both families count logic in cells that hold more than a LUT, so a LUT count alo
 
 :func:`predict` applies these rules (nextpnr's packer: ice40/pack.cc, ice40/chains.cc,
 ecp5/pack.cc) to the netlist yosys wrote. Measured against nextpnr's own count (0.11.1, this
-repository's designs; the table below), it was within 0.5% (ECP5: exact on core + shell),
+repository's designs; the table below), it was within 0.5% on core + shell (exact on ECP5),
 which is what the fit pre-check needs: a design predicted above the device's capacity is refused
 before place and route.
 """
@@ -35,19 +35,25 @@ RAM_KIND = {"ice40": ("SB_RAM40_4K", "ICESTORM_RAM"), "ecp5": ("DP16KD", "DP16KD
 # = nextpnr --pack-only on the same netlist, scripts/fit_check.py, for designs refused before place
 # and route). Core + shell is the netlist nextpnr places; the core alone is the early check.
 #
-#   design                          target       nextpnr  core + shell      core alone
-#   small untrained 2 x 32 LUT4     ice40-up5k     637    640 (+0.5%)       -
-#   small untrained 2 x 32 LUT4     ecp5-25k       375    375 (exact)       -
-#   InvertedPendulum gates          ice40-up5k   3,628    3,631 (+0.1%)     3,628 (exact)
-#   InvertedPendulum gates          ecp5-25k     3,938    3,938 (exact)     3,934 (-0.1%)
-#   InvertedPendulum DWC            ice40-up5k   6,736    6,739 (+0.04%)    6,744 (+0.1%)    (pack)
-#   InvertedPendulum DWC            ecp5-25k     5,137    5,137 (exact)     5,141 (+0.1%)
-#   Hopper DWC                      ice40-up5k  10,174   10,184 (+0.1%)    10,209 (+0.3%)    (pack)
-#   Hopper DWC                      ecp5-25k     9,520    9,520 (exact)     9,471 (-0.5%)
+#   design                          comparators  target       nextpnr  core + shell      core alone
+#   small untrained 2 x 32 LUT4     full         ice40-up5k     637    640 (+0.5%)       -
+#   small untrained 2 x 32 LUT4     full         ecp5-25k       375    375 (exact)       -
+#   InvertedPendulum gates          full         ice40-up5k   3,628    3,631 (+0.1%)     3,628 (exact)
+#   InvertedPendulum gates          full         ecp5-25k     3,938    3,938 (exact)     3,934 (-0.1%)
+#   InvertedPendulum DWC            full         ice40-up5k   6,736    6,739 (+0.04%)    6,744 (+0.1%)  (pack)
+#   InvertedPendulum DWC            full         ecp5-25k     5,137    5,137 (exact)     5,141 (+0.1%)
+#   Hopper DWC                      full         ice40-up5k  10,174   10,184 (+0.1%)    10,209 (+0.3%)  (pack)
+#   Hopper DWC                      full         ecp5-25k     9,520    9,520 (exact)     9,471 (-0.5%)
+#   InvertedPendulum gates          shared       ice40-up5k   2,158    2,156 (-0.1%)     2,155 (-0.1%)
+#   InvertedPendulum gates          shared       ecp5-25k     2,074    2,074 (exact)     2,098 (+1.2%)
+#   InvertedPendulum DWC            shared       ice40-up5k   5,180    5,178 (-0.04%)    5,154 (-0.5%)
+#   InvertedPendulum DWC            shared       ecp5-25k     3,184    3,184 (exact)     3,129 (-1.7%)
+#   Hopper DWC                      shared       ecp5-25k     3,990    3,990 (exact)     3,929 (-1.5%)
 #
-# The iCE40 excess is nextpnr's few "LUTs merged into carry LCs" (5 per design here), not modelled.
-# yosys optimises core + shell together a little differently from the core alone, so the early
-# check refuses only above 102% of the device (synth._fits ``slack``); the second one at 100%.
+# The iCE40 differences are nextpnr's few "LUTs merged into carry LCs" (5 per design here) and the
+# like, not modelled. yosys optimises core + shell together a little differently from the core
+# alone, so the early check refuses only above 103% of the device (synth._fits ``slack``); the
+# second one, on core + shell, at 100%.
 
 
 class _Netlist:
