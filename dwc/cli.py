@@ -476,10 +476,17 @@ examples:
   dwc verify build/ip                                  # 3 episodes on the graph's env, Verilator
   dwc verify build/ip --episodes 10 --sim icarus       # the second simulator
   dwc verify build/ip --netlist                        # also the netlist yosys synthesises
+  dwc verify --formal build/ip                         # proofs for all inputs instead (yosys SAT)
+  dwc verify --formal build/ip --formal-timeout 120 --formal-proof reference
 
 Exit status 0 only when the circuit matched the reference executor on every vector and every
 closed-loop step, with the declared latency; 1 otherwise (the first mismatch is printed, and a
 waveform of it written under BUILD/verify/). BUILD/verify_report.json holds the figures.
+
+--formal proves, for every input sequence: dwc_core.v equals the IR written as plain Verilog
+through the timing contract (latency, valid, reset), and the synthesised netlist equals dwc_core.v.
+Exit status 0 only when everything requested was proved; 1 on a counterexample (printed) or when
+the solver ran out of time. BUILD/formal_report.json says what was proved and how long it took.
 """
 
 
@@ -501,11 +508,25 @@ def _add_verify(sub):
     p.add_argument("--vectors", type=int, default=1000, help="random vectors in the vector bench (default 1000)")
     p.add_argument("--netlist", action="store_true",
                    help="also run both benches on the gate-level netlist yosys synthesises from the Verilog")
+    p.add_argument("--formal", action="store_true",
+                   help="instead of simulating, prove equivalence for all inputs with yosys's SAT solver: "
+                        "dwc_core.v against the IR's reference Verilog, the netlist against dwc_core.v")
+    p.add_argument("--formal-timeout", type=float, default=600, metavar="S",
+                   help="time limit of each proof, in seconds (default 600)")
+    p.add_argument("--formal-proof", choices=["all", "reference", "netlist"], default="all",
+                   help="which proof --formal runs (default all)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-progress", action="store_true")
 
 
 def cmd_verify(args) -> int:
+    if args.formal:
+        from .formal import PROOFS, formal, summary as formal_summary
+        log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
+        r = formal(args.build, args.formal_timeout,
+                   PROOFS if args.formal_proof == "all" else (args.formal_proof,), log=log)
+        print(json.dumps(r, indent=2) if args.json else formal_summary(r))
+        return 0 if r["proved"] else 1
     from .verify import summary, verify
     if args.vectors < 0:
         raise UserError("--vectors must be >= 0")

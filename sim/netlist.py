@@ -3,6 +3,11 @@
 The netlist goes through the same benches as the RTL, so a synthesis step that changed the function
 would show up as a mismatch. Generic ``synth`` (no vendor cells) keeps the netlist simulatable by
 any Verilog simulator; the FPGA flows of ``dwc.fpga`` map the same design to each target's cells.
+
+The nets between the core's components (comparator bits, LUT layer outputs, the popcount trees'
+partial and final sums) are kept (yosys ``keep``): the netlist has them under the same names as
+``dwc_core.v``, which lets ``dwc verify --formal`` prove the two equal net by net instead of as one
+monolithic function (:mod:`dwc.formal`). The function is the same either way.
 """
 from __future__ import annotations
 
@@ -12,6 +17,11 @@ from pathlib import Path
 from dwc.fpga.tools import run_tool
 
 
+# the component boundaries (names as in dwc_core.v); not the action tables' outputs, which synthesis
+# turns into ROMs whose kept output wire would be left undriven
+KEPT = "w:bits w:layer*.out w:pop*.count w:pop*.cnt* w:pop*.sum*"
+
+
 def synthesize(verilog: Path, out_dir: Path) -> dict:
     """``out_dir/netlist.v`` from ``verilog`` (top ``dwc_core``); reused while the source is unchanged."""
     out_dir = Path(out_dir)
@@ -19,8 +29,8 @@ def synthesize(verilog: Path, out_dir: Path) -> dict:
     netlist, log = out_dir / "netlist.v", out_dir / "yosys.log"
     # YoWASP's WebAssembly yosys sees only its working directory: work there with relative names.
     # splitnets: one wire per bit, so Verilator sees no false combinational loops (UNOPTFLAT).
-    script = ("read_verilog design.v; synth -flatten -top dwc_core; splitnets; opt_clean -purge; "
-              "write_verilog -noattr netlist.v")
+    script = (f"read_verilog design.v; hierarchy -top dwc_core; setattr -set keep 1 {KEPT}; "
+              "synth -flatten -top dwc_core; splitnets; opt_clean -purge; write_verilog -noattr netlist.v")
     t0 = time.perf_counter()
     source = Path(verilog).read_text()
     design, used = out_dir / "design.v", out_dir / "script.ys"

