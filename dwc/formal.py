@@ -25,8 +25,8 @@ Two proofs, each a set of real solver runs under one time limit:
 2. **netlist**: the gate-level netlist yosys synthesises (:func:`dwc.sim.netlist.synthesize`, what
    ``dwc verify --netlist`` simulates, with the component boundaries kept as named nets) against
    ``dwc_core.v``: the nets the two share by name (ports, pipeline registers, kept nets) equal at
-   power-up (one cycle, ``sat``), then each equal in every cycle given the shared nets it reads
-   (``equiv_make``, ``equiv_simple``, ``equiv_induct``): by induction, equal in every cycle.
+   power-up (one cycle, ``sat``), and all equal in a cycle implies all equal in the next
+   (``equiv_make``, ``equiv_induct``): by induction, equal in every cycle.
 
 ``BUILD/formal_report.json`` says what was proved, how, in how long, and gives a counterexample when
 one was found; ``BUILD/formal/`` keeps the generated Verilog, the yosys scripts and logs.
@@ -34,6 +34,7 @@ one was found; ``BUILD/formal/`` keeps the generated Verilog, the yosys scripts 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import platform
 import re
 import subprocess
@@ -436,9 +437,10 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
               "expose -shared gold gate", "miter -equiv -flatten -make_assert gold gate miter",
               "hierarchy -top miter", "opt_clean", "sat -seq 1 -prove-asserts -show-inputs miter",
               "log DWC-STAGE induction", "design -load pair",
-              # then cycle after cycle: each shared net equal given the shared nets it reads equal
+              # then induction: all shared nets equal in a cycle -> all equal in the next (each proved
+              # with the shared nets it reads in that cycle taken as equal; there are no loops)
               "equiv_make gold gate equiv", "hierarchy -top equiv", "opt_clean",
-              "equiv_simple -seq 1", "equiv_induct -seq 1", "equiv_status"]
+              "equiv_induct -seq 1", "equiv_status"]
     log("[netlist] proving the netlist equal to dwc_core.v ...")
     text, timed_out, _ = _yosys("\n".join(script) + "\n", work, "netlist", timeout - (time.perf_counter() - t0))
     plain = _STAMP.sub("", text)
@@ -449,7 +451,8 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
                   plain)
     unproven = re.findall(r"Unproven \$equiv \S+: (\S+?)_gold ", plain)
     out = {"claim": CLAIM_NETLIST, "assumptions": ASSUMPTIONS_NETLIST, "method": METHOD_NETLIST,
-           "netlist": synth["netlist"], "synthesis_script": synth["script"], "power_up": base}
+           "netlist": synth["netlist"], "synthesis_script": synth["script"],
+           "netlist_sha256": hashlib.sha256(Path(synth["netlist"]).read_bytes()).hexdigest(), "power_up": base}
     if m:
         out.update(nets_compared=int(m.group(1)), nets_proved=int(m.group(2)), nets_unproved=int(m.group(3)))
         if unproven:
@@ -507,10 +510,10 @@ ASSUMPTIONS_NETLIST = ("Power-up state: every register at its declared initial v
                        "may hold anything). Both designs as read by yosys's Verilog front end; the generic "
                        "netlist's cells as yosys defines them.")
 METHOD_NETLIST = ("Register and net correspondence by name (yosys equiv_make). Power-up: a miter of every "
-                  "shared net, one cycle from the declared initial values (sat). Then each shared net is "
-                  "proved equal in every cycle given the shared nets it reads equal in that cycle and the one "
-                  "before (equiv_simple -seq 1, equiv_induct -seq 1, MiniSat); by induction over cycles from "
-                  "power-up, all are equal in every cycle. When a net is not proved, the outputs alone are "
+                  "shared net, one cycle from the declared initial values (sat). Induction step: if every "
+                  "shared net is equal in a cycle, every one is equal in the next (equiv_induct -seq 1, "
+                  "MiniSat; each net proved with the shared nets it reads in that cycle taken as equal). "
+                  "Hence all are equal in every cycle. When a net is not proved, the outputs alone are "
                   "checked (miter, sat -tempinduct) for a counterexample.")
 
 
@@ -530,7 +533,11 @@ def formal(build: Path, timeout: float = DEFAULT_TIMEOUT, proofs: tuple[str, ...
     report = {"build": str(build), "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
               "machine": f"{platform.machine()}, {platform.system()} {platform.release()}",
               "yosys": _yosys_version(), "timeout_s": timeout, "latency_cycles": ports["latency_cycles"],
-              "pipeline": ports.get("pipeline"), "circuit": graph.counts(), "proofs": {}}
+              "pipeline": ports.get("pipeline"), "circuit": graph.counts(),
+              # what was proved: the files' digests, so a report is never mistaken for a later compile's
+              "sha256": {n: hashlib.sha256((build / n).read_bytes()).hexdigest()
+                         for n in ("graph.json", "dwc_core.v", "dwc_core.json")},
+              "proofs": {}}
     if "reference" in proofs:
         log("[reference] proving dwc_core.v equal to the IR's reference Verilog ...")
         report["proofs"]["reference"] = prove_reference(build, graph, ports, timeout, log)
