@@ -62,6 +62,9 @@ examples:
   # or distil a trained policy into such a circuit (minutes, not an RL run; how close it gets
   # depends on what the small circuit can represent, see the README):
   dwc train --algo distill --teacher policies/hopper-v5-dwc --target ecp5 --width 128 --steps 20000 --out runs/hopper-ecp5-distilled
+  # seeds 1 to 4 of one SAC config together in one process (runs/ip4/seed1 ... seed4, each a run
+  # directory like the one dwc train --seed S writes; resume with --seeds 1-4 --resume):
+  dwc train --env InvertedPendulum-v5 --seeds 1-4 --width 256 --thermo-bits 31 --out runs/ip4
 
 The run directory holds config.json, checkpoint.pt (atomic, every --checkpoint-every steps),
 metrics.jsonl, tb/ (TensorBoard: tensorboard --logdir RUN/tb) and eval.json at the end.
@@ -74,6 +77,9 @@ def _add_train(sub):
                        epilog=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="run directory (must be new unless --resume)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    p.add_argument("--seeds", help="SAC: train several seeds of this config together in one process (batched "
+                                   "critics and optimisers; faster than one process per seed), e.g. 1-8 or 1,3,5: "
+                                   "one run directory per seed, OUT/seedS, each resumable alone too")
     _add_train_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the final evaluation as JSON")
@@ -189,6 +195,8 @@ def _train_config(args):
 
 
 def cmd_train(args) -> int:
+    if args.seeds is not None:
+        return _train_seeds(args)
     from .errors import interrupt_on_sigterm
     cfg = _train_config(args)  # options checked before torch is imported: a mistake answers at once
     from .evaluation import eval_text, train_and_evaluate
@@ -196,6 +204,26 @@ def cmd_train(args) -> int:
     result = train_and_evaluate(cfg, args.out, resume=args.resume, progress=not args.no_progress,
                                 command=["dwc"] + args.argv, log=_log_for(args))
     print(json.dumps(result, indent=2) if args.json else eval_text(result))
+    return 0
+
+
+def _train_seeds(args) -> int:
+    """dwc train --seeds: the seeds' configs (checked before torch is imported), trained together."""
+    from .config import OPTIONS
+    from .seeds import SUMMARY, check_together, parse_seeds, seed_configs, seed_dir
+    seeds = parse_seeds(args.seeds)
+    cfgs = seed_configs({k: v for k, v in vars(args).items() if v is not None and k in OPTIONS}, seeds, args.out,
+                        args.resume)
+    check_together(cfgs[0])
+    from .errors import interrupt_on_sigterm
+    from .evaluation import eval_text
+    from .rl.multiseed import train_and_evaluate_seeds
+    interrupt_on_sigterm()
+    results = train_and_evaluate_seeds(cfgs, [seed_dir(args.out, s) for s in seeds], [args.resume] * len(seeds),
+                                       progress=not args.no_progress, command=["dwc"] + args.argv,
+                                       log=_log_for(args), summary=args.out / SUMMARY)
+    print(json.dumps(results, indent=2) if args.json else
+          "\n".join(f"seed {r['seed']} ({r['run']}): {eval_text(r)}" for r in results))
     return 0
 
 
@@ -893,6 +921,9 @@ DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROF
 
 def _what_is_kept(args) -> str:
     """After a stop part-way (Ctrl-C, SIGTERM, a full disk): what survives and how to continue."""
+    if args.command == "train" and getattr(args, "seeds", None):
+        return (f"; each seed's run directory in {args.out} keeps its last checkpoint, continue with the same "
+                f"command and --resume (a seed without a checkpoint: start again without --resume)")
     if args.command == "train":
         if (args.out / "checkpoint.pt").exists():
             return f"; checkpoint kept in {args.out}, continue with: dwc train --out {args.out} --resume"

@@ -1,0 +1,134 @@
+"""dwc train --seeds: seeds trained together in one process follow their single runs bit for bit
+(checkpoints compared whole: parameters, optimiser moments, replay buffer, random-stream states),
+write the same run directories, resume together or one by one, and stop cleanly on SIGTERM."""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dwc.cli import main
+
+ENV = "InvertedPendulum-v5"
+# batch 32 x 1 action = 32 floats: whole AVX-512 chunks (see dwc.rl.multiseed on exactness)
+TINY = ["--env", ENV, "--checkpoint-every", "200", "--episodes", "1", "--no-progress", "--hidden", "32",
+        "--width", "32", "--lut-inputs", "4", "--thermo-bits", "7", "--learning-starts", "150", "--batch-size", "32"]
+
+
+def train(out: Path, *extra: str) -> None:
+    assert main(["train", *TINY, "--out", str(out), *extra]) == 0
+
+
+def checkpoint(run: Path) -> dict:
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=False)
+    for k in ("numpy", "python"):  # the global streams, which SAC does not draw from
+        ckpt["rng"].pop(k)
+    return ckpt
+
+
+def differences(a, b, path: str = "") -> list[str]:
+    """Where two checkpoints differ, to the bit ([] when identical)."""
+    if isinstance(a, dict):
+        if a.keys() != b.keys():
+            return [f"{path}: keys {sorted(a)} != {sorted(b)}"]
+        return [d for k in a for d in differences(a[k], b[k], f"{path}/{k}")]
+    if isinstance(a, (list, tuple)):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+    if torch.is_tensor(a):
+        same = a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    elif isinstance(a, np.ndarray):
+        same = a.dtype == b.dtype and np.array_equal(a, b)
+    else:
+        same = a == b
+    return [] if same else [path]
+
+
+def returns(run: Path) -> list[tuple[int, float]]:
+    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["charts/episodic_return"]) for r in recs if "charts/episodic_return" in r]
+
+
+def assert_same_run(single: Path, together: Path) -> None:
+    assert differences(checkpoint(single), checkpoint(together)) == []
+    assert returns(single) == returns(together)
+    a, b = (json.loads((r / "config.json").read_text()) for r in (single, together))
+    assert a == b
+    ev = [json.loads((r / "eval.json").read_text()) for r in (single, together)]
+    assert ev[0] == ev[1]
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_a_seed_trained_with_another_is_its_single_run(tmp_path):
+    """The reduced check (CI): seed 2 of 1,2 is bit for bit seed 2 alone, DWC, 150 updates."""
+    train(tmp_path / "single2", "--steps", "300", "--seed", "2")
+    train(tmp_path / "both", "--steps", "300", "--seeds", "1,2")
+    assert_same_run(tmp_path / "single2", tmp_path / "both" / "seed2")
+    summary = json.loads((tmp_path / "both" / "seeds.json").read_text())
+    assert summary["seeds"] == [1, 2] and len(summary["evaluations"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["mlp", "dwc", "gates"])
+def test_every_seed_follows_its_single_run(tmp_path, policy):
+    for s in (1, 2, 3):
+        train(tmp_path / f"single{s}", "--policy", policy, "--steps", "400", "--seed", str(s))
+    train(tmp_path / "all", "--policy", policy, "--steps", "400", "--seeds", "1-3")
+    for s in (1, 2, 3):
+        assert_same_run(tmp_path / f"single{s}", tmp_path / "all" / f"seed{s}")
+
+
+@pytest.mark.slow
+def test_seeds_resume_together_and_alone(tmp_path):
+    """Legs 300 -> 400 -> 500: the multi-seed run resumes seed 1 alone (plain dwc train), then both
+    together, where seed 2 first catches up alone; every leg as the single runs' legs."""
+    for s in (1, 2):
+        train(tmp_path / f"single{s}", "--steps", "300", "--seed", str(s))
+        for steps in ("400", "500"):
+            assert main(["train", "--out", str(tmp_path / f"single{s}"), "--resume", "--steps", steps,
+                         "--no-progress"]) == 0
+    multi = tmp_path / "multi"
+    train(multi, "--steps", "300", "--seeds", "1-2")
+    assert main(["train", "--out", str(multi / "seed1"), "--resume", "--steps", "400", "--no-progress"]) == 0
+    assert main(["train", "--out", str(multi), "--seeds", "1-2", "--resume", "--steps", "500", "--no-progress"]) == 0
+    for s in (1, 2):
+        assert_same_run(tmp_path / f"single{s}", multi / f"seed{s}")
+
+
+@pytest.mark.slow
+def test_sigterm_checkpoints_every_seed_at_one_step(tmp_path):
+    out = tmp_path / "multi"
+    args = ["train", *TINY, "--steps", "100000", "--seeds", "1-2", "--out", str(out)]
+    args[args.index("--checkpoint-every") + 1] = "100000"
+    proc = subprocess.Popen([sys.executable, "-m", "dwc", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 120
+    metrics = out / "seed2" / "metrics.jsonl"
+    while time.time() < deadline and not (metrics.exists() and "episodic_return" in metrics.read_text()):
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err and "Traceback" not in err
+    steps = [torch.load(out / f"seed{s}" / "checkpoint.pt", weights_only=False)["step"] for s in (1, 2)]
+    assert steps[0] == steps[1] > 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "1-2", "--seed", "3"], "--seed and --seeds"),
+    (["--seeds", "3-1"], "runs backwards"),
+    (["--seeds", "1,x"], "expected a range"),
+    (["--seeds", "1,1"], "listed twice"),
+    (["--seeds", "1-2", "--algo", "ppo"], "--seeds trains SAC runs together"),
+    (["--seeds", "1-2", "--resume"], "--resume: no checkpoint"),
+])
+def test_seeds_errors_are_one_line(tmp_path, capsys, argv, message):
+    assert main(["train", "--out", str(tmp_path / "x"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
