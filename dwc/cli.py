@@ -220,7 +220,7 @@ def _train_seeds(args) -> int:
     from .rl.multiseed import train_and_evaluate_seeds
     interrupt_on_sigterm()
     results = train_and_evaluate_seeds(cfgs, [seed_dir(args.out, s) for s in seeds], [args.resume] * len(seeds),
-                                       progress=not args.no_progress, command=["dwc"] + args.argv,
+                                       progress=not args.no_progress, commands=[["dwc"] + args.argv] * len(seeds),
                                        log=_log_for(args), summary=args.out / SUMMARY)
     print(json.dumps(results, indent=2) if args.json else
           "\n".join(f"seed {r['seed']} ({r['run']}): {eval_text(r)}" for r in results))

@@ -48,12 +48,14 @@ resources:                                # optional
   cpus_per_run: 1                         # Ray CPUs per run, also its torch threads
   gpus_per_run: auto                      # auto: 1 when the cluster has GPUs, else 0; 0.25 packs 4 runs per GPU
   max_retries: 3                          # restarts of a run whose worker died (each resumes)
+  seeds_per_run: 1                        # SAC: this many seeds of a config trained together in one worker
+                                          # (dwc train --seeds: faster than one process each; same runs)
 """
 
 SPEC_KEYS = {"tasks", "seeds", "steps", "options", "configs", "hardware", "resources"}
 # episodes None: the run's evaluation episodes, so float, frozen and hardware returns are over the same ones
 HARDWARE_KEYS = {"target": "none", "episodes": None, "pipeline": "max", "freq": DEFAULT_FREQ_MHZ}
-RESOURCE_KEYS = {"cpus_per_run": 1, "gpus_per_run": "auto", "max_retries": 3}
+RESOURCE_KEYS = {"cpus_per_run": 1, "gpus_per_run": "auto", "max_retries": 3, "seeds_per_run": 1}
 # Options that change where and how fast a run goes, not what it computes: not part of a run's identity.
 PLACEMENT = {"device", "cuda_graphs", "threads", "checkpoint_every"}
 RESULT = "result.json"
@@ -203,6 +205,8 @@ def load_spec(path: Path) -> Spec:
         raise UserError(f"{path}: resources: gpus_per_run must be auto or a number >= 0")
     if not (isinstance(res["max_retries"], int) and res["max_retries"] >= 0):
         raise UserError(f"{path}: resources: max_retries must be an integer >= 0")
+    if not (isinstance(res["seeds_per_run"], int) and res["seeds_per_run"] >= 1):
+        raise UserError(f"{path}: resources: seeds_per_run must be an integer >= 1")
     from .rl.envs import check_env_id
     for t in tasks:  # fail before any run starts
         check_env_id(t).close()
@@ -214,58 +218,129 @@ def load_spec(path: Path) -> Spec:
 def run_job(job: dict) -> dict:
     """One sweep run, start to result.json; runs in a Ray worker (or anywhere: it is a plain function).
     Returns the result, or {"id", "error"} for a problem a retry would not fix."""
+    return run_jobs([job])[0]
+
+
+class _Tee:
+    """Output written to several logs (the seeds trained together share their training's output)."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def write(self, text: str) -> int:
+        for f in self.files:
+            f.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for f in self.files:
+            f.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """Sweep runs that differ only in their seed, start to result.json, as :func:`run_job` runs one; with
+    more than one (``resources.seeds_per_run``), their SAC training runs together in this process
+    (dwc.rl.multiseed, as dwc train --seeds), then each is evaluated (and built) on its own. A run
+    directory is the one it would be alone. Returns one result or {"id", "error"} per run."""
     import contextlib
     import signal
     import threading
-    import traceback
 
     # Ray's cancel (a stopped sweep) raises KeyboardInterrupt here through interrupt_main, which does
     # nothing while SIGINT is ignored: so it is in every worker of a driver started as a background
     # job (`nohup dwc sweep ... &`). The worker blocks SIGINT at the OS, so only the cancel gets in.
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    d = Path(job["dir"])
-    sweep_dir = d.parents[3]
+    sweep_dir = Path(jobs[0]["dir"]).parents[3]
     if not sweep_dir.is_dir():
-        return {"id": job["id"], "error": f"{sweep_dir} is not visible on {socket.gethostname()}: on a cluster "
-                                          f"the sweep folder must be on storage every node mounts"}
-    d.mkdir(parents=True, exist_ok=True)
-    # an earlier result (e.g. a smaller step budget) stops counting the moment this run starts again
-    (d / RESULT).unlink(missing_ok=True)
-    run = d / "run"
-    resumed = (run / CHECKPOINT).exists()
-    if not resumed and run.exists():  # a start stopped before its first checkpoint: nothing to resume
-        shutil.rmtree(run)
-    with open(d / ATTEMPTS, "a") as f:
-        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": time.time(),
-                            "resumed": resumed}) + "\n")
+        return [{"id": job["id"], "error": f"{sweep_dir} is not visible on {socket.gethostname()}: on a cluster "
+                                           f"the sweep folder must be on storage every node mounts"} for job in jobs]
+    starts = []  # (job, its folder, run directory, resumed)
+    for job in jobs:
+        d = Path(job["dir"])
+        d.mkdir(parents=True, exist_ok=True)
+        # an earlier result (e.g. a smaller step budget) stops counting the moment this run starts again
+        (d / RESULT).unlink(missing_ok=True)
+        run = d / "run"
+        resumed = (run / CHECKPOINT).exists()
+        if not resumed and run.exists():  # a start stopped before its first checkpoint: nothing to resume
+            shutil.rmtree(run)
+        with open(d / ATTEMPTS, "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": time.time(),
+                                "resumed": resumed, **({"together": [j["id"] for j in jobs]} if len(jobs) > 1 else {})})
+                    + "\n")
+        starts.append((job, d, run, resumed))
     t0 = time.perf_counter()
-    with open(d / "worker.log", "a", buffering=1) as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        try:
-            return _run(job, d, run, resumed, t0)
-        except UserError as e:
-            print(f"error: {e}")
-            return {"id": job["id"], "error": str(e)}
-        except Exception as e:  # a bug: keep the traceback with the run, report one line
-            traceback.print_exc()
-            return {"id": job["id"], "error": f"{type(e).__name__}: {e} (traceback in {d / 'worker.log'})"}
+    results, device = {}, None
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(open(d / "worker.log", "a", buffering=1)) for _, d, _, _ in starts]
+        if len(jobs) > 1:  # the seeds' training, together; its output goes to every seed's log
+            with contextlib.redirect_stdout(_Tee(logs)), contextlib.redirect_stderr(_Tee(logs)):
+                try:
+                    device = _train_together(starts)
+                except Exception as e:  # noqa: BLE001 - one line per run (a bug's traceback in the logs)
+                    return [_failure(job, d, e) for job, d, _, _ in starts]
+        for (job, d, run, resumed), log in zip(starts, logs):
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                try:
+                    results[job["id"]] = _run(job, d, run, resumed, t0, trained_on=device)
+                except Exception as e:  # noqa: BLE001 - one line (a bug's traceback in its log)
+                    results[job["id"]] = _failure(job, d, e)
+    return [results[job["id"]] for job in jobs]
 
 
-def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float) -> dict:
-    from .build import build
+def _failure(job: dict, d: Path, e: Exception) -> dict:
+    """A run that stopped with ``e``: {"id", "error"}, a problem's one line, or a bug's, whose traceback
+    goes to the run's worker.log (this process's output there)."""
+    import traceback
+    if isinstance(e, UserError):
+        print(f"error: {e}")
+        return {"id": job["id"], "error": str(e)}
+    traceback.print_exc()
+    return {"id": job["id"], "error": f"{type(e).__name__}: {e} (traceback in {d / 'worker.log'})"}
+
+
+def _check_resumed(cfg: TrainConfig, run: Path) -> None:
+    """A run directory resumed by the sweep must hold a run of the spec's options."""
     from .rundir import load_config
-    from .evaluation import train_and_evaluate
+    stored = load_config(run).to_dict()
+    changed = [k for k, v in cfg.to_dict().items() if stored.get(k) != v and k not in RESUMABLE]
+    if changed:
+        raise UserError(f"{run} holds a run with other {', '.join(changed)} than the spec; "
+                        f"use another sweep folder or delete that run")
+
+
+def _train_together(starts: list) -> str:
+    """Train the seeds of ``starts`` together (dwc train --seeds); the device they trained on."""
+    from .rl.multiseed import train_seeds
+    cfgs = [TrainConfig.from_dict(job["cfg"]) for job, _, _, _ in starts]
+    for cfg, (_, _, run, resumed) in zip(cfgs, starts):
+        if resumed:
+            _check_resumed(cfg, run)
+    device = train_seeds(cfgs, [run for _, _, run, _ in starts], [resumed for _, _, _, resumed in starts],
+                         progress=False, commands=[train_command(c, run, resume=resumed)
+                                                   for c, (_, _, run, resumed) in zip(cfgs, starts)])
+    return str(device)
+
+
+def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float, trained_on: str | None = None) -> dict:
+    """One run's training (unless already ``trained_on`` that device, with its seeds together), evaluation
+    and hardware stages, and its result.json."""
+    from .build import build
+    from .evaluation import evaluate_run, train_and_evaluate
 
     cfg = TrainConfig.from_dict(job["cfg"])
-    if resumed:
-        stored = load_config(run).to_dict()
-        changed = [k for k, v in cfg.to_dict().items() if stored.get(k) != v and k not in RESUMABLE]
-        if changed:
-            raise UserError(f"{run} holds a run with other {', '.join(changed)} than the spec; "
-                            f"use another sweep folder or delete that run")
     circuit = cfg.actor.policy != "mlp"
-    ev = train_and_evaluate(cfg, run, resume=resumed, progress=False, command=train_command(cfg, run, resume=resumed),
-                            frozen=circuit)
+    if trained_on:
+        ev = evaluate_run(run, cfg.eval_episodes, device=trained_on, progress=False, frozen=circuit)
+    else:
+        if resumed:
+            _check_resumed(cfg, run)
+        ev = train_and_evaluate(cfg, run, resume=resumed, progress=False,
+                                command=train_command(cfg, run, resume=resumed), frozen=circuit)
     result = {"id": job["id"], "key": job["key"], "task": job["task"], "config": job["config"], "seed": job["seed"],
               "policy": cfg.actor.policy, "train_steps": ev["train_steps"], "episodes": ev["episodes"],
               "float_return": ev["mean_return"], "float_returns": ev["returns"],
@@ -353,11 +428,16 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
         log(f"engine: Ray {ray.__version__} ({where}): {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs; "
             f"each run {spec.resources['cpus_per_run']} CPU, {gpus:g} GPU, up to {spec.resources['max_retries']} restarts")
         task = ray.remote(run_job)
-        for j in todo:
-            j.cfg.device = "cuda" if gpus > 0 else "cpu"
-            ref = task.options(num_cpus=spec.resources["cpus_per_run"], num_gpus=gpus, name=j.id,
-                               max_retries=spec.resources["max_retries"], retry_exceptions=False).remote(j.payload())
-            pending[ref] = j
+        together = ray.remote(run_jobs)
+        for group in _groups(todo, spec.resources["seeds_per_run"]):
+            for j in group:
+                j.cfg.device = "cuda" if gpus > 0 else "cpu"
+            how = dict(num_cpus=spec.resources["cpus_per_run"], num_gpus=gpus, name="+".join(j.id for j in group),
+                       max_retries=spec.resources["max_retries"], retry_exceptions=False)
+            if len(group) == 1:
+                pending[task.options(**how).remote(group[0].payload())] = group
+            else:
+                pending[together.options(**how).remote([j.payload() for j in group])] = group
         _wait(ray, pending, state, out, progress, log)
     except KeyboardInterrupt:
         # Ray raises KeyboardInterrupt inside each running run, which then checkpoints; give them a moment.
@@ -370,35 +450,49 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     return state
 
 
+def _groups(jobs: list[Job], size: int) -> list[list[Job]]:
+    """The runs as Ray tasks: up to ``size`` seeds of one task and config (SAC) per task, trained
+    together; every other run alone."""
+    groups: dict = {}
+    for j in jobs:
+        key = (j.task, j.config) if size > 1 and j.cfg.algo == "sac" else j.id
+        groups.setdefault(key, []).append(j)
+    return [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
+
+
 def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> None:
+    """Until every task of ``pending`` (Ray reference -> its runs) has ended: the progress bar, each
+    run's state in SWEEP/sweep.json and a line per finished or failed run."""
     from tqdm import tqdm
 
-    jobs = list(pending.values())
+    jobs = [j for group in pending.values() for j in group]
     bar = tqdm(total=sum(j.cfg.steps for j in jobs), unit="step", disable=not progress, dynamic_ncols=True,
                desc=f"sweep ({len(jobs)} runs)")
     t_last, ended = 0.0, set()
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
-        ended |= {pending[ref].id for ref in done}
+        ended |= {j.id for ref in done for j in pending[ref]}
         if time.monotonic() - t_last > 2.0 or done:
             bar.n = sum(j.cfg.steps if j.id in ended else min(_last_step(j), j.cfg.steps) for j in jobs)
             bar.refresh()
             t_last = time.monotonic()
         for ref in done:
-            j = pending.pop(ref)
+            group = pending.pop(ref)
             try:
-                r = ray.get(ref)
+                rs = ray.get(ref)
+                rs = rs if isinstance(rs, list) else [rs]
             except ray.exceptions.RayError as e:  # its worker died more often than max_retries allows
-                r = {"id": j.id, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
-            rec = state["runs"][j.id]
-            if "error" in r:
-                rec.update(state="failed", error=r["error"])
-                bar.write(f"FAILED {j.id}: {r['error']}")
-            else:
-                rec.update(state="finished")
-                frozen = f", frozen {r['frozen_return']:.1f}" if r["frozen_return"] is not None else ""
-                rtl = f", RTL {r['rtl_return']:.1f}" if r["rtl_return"] is not None else ""
-                bar.write(f"done {j.id}: return {r['float_return']:.1f}{frozen}{rtl} "
-                          f"({r['train_steps']} steps, {r['seconds']:.0f} s)")
+                rs = [{"id": j.id, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"} for j in group]
+            for j, r in zip(group, rs):
+                rec = state["runs"][j.id]
+                if "error" in r:
+                    rec.update(state="failed", error=r["error"])
+                    bar.write(f"FAILED {j.id}: {r['error']}")
+                else:
+                    rec.update(state="finished")
+                    frozen = f", frozen {r['frozen_return']:.1f}" if r["frozen_return"] is not None else ""
+                    rtl = f", RTL {r['rtl_return']:.1f}" if r["rtl_return"] is not None else ""
+                    bar.write(f"done {j.id}: return {r['float_return']:.1f}{frozen}{rtl} "
+                              f"({r['train_steps']} steps, {r['seconds']:.0f} s)")
             write_json(out / "sweep.json", state)
     bar.close()

@@ -21,7 +21,8 @@ TINY = ["--env", ENV, "--checkpoint-every", "200", "--episodes", "1", "--no-prog
 
 
 def train(out: Path, *extra: str) -> None:
-    assert main(["train", *TINY, "--out", str(out), *extra]) == 0
+    tiny = TINY if "gates" not in extra else [w for w in TINY if w not in ("--lut-inputs", "4")]  # gates: 2 inputs
+    assert main(["train", *tiny, "--out", str(out), *extra]) == 0
 
 
 def checkpoint(run: Path) -> dict:
@@ -132,3 +133,41 @@ def test_seeds_errors_are_one_line(tmp_path, capsys, argv, message):
     assert main(["train", "--out", str(tmp_path / "x"), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+SPEC = """\
+tasks: [InvertedPendulum-v5]
+seeds: 2
+steps: 300
+options: {policy: dwc, width: 32, lut_inputs: 4, thermo_bits: 7, hidden: 32, learning_starts: 150,
+          batch_size: 32, checkpoint_every: 200, eval_episodes: 1}
+configs:
+  dwc: {}
+resources: {seeds_per_run: 2}
+"""
+
+
+def test_sweep_help_names_seeds_per_run():
+    from dwc.sweep import SPEC_HELP
+    assert "seeds_per_run" in SPEC_HELP
+
+
+@pytest.mark.slow
+def test_sweep_trains_the_seeds_of_a_config_together(tmp_path):
+    """resources.seeds_per_run: the seeds of one config are one task, trained together; each run
+    directory is its single run's (seed 2 compared with dwc train --seed 2) and each gets its result."""
+    from dwc.sweep import _groups, load_spec, run_jobs
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    (tmp_path / "sweep").mkdir()
+    jobs = load_spec(tmp_path / "spec.yaml").jobs(tmp_path / "sweep")
+    groups = _groups(jobs, 2)
+    assert [[j.seed for j in g] for g in groups] == [[1, 2]]
+    results = run_jobs([j.payload() for j in groups[0]])
+    assert [r.get("error") for r in results] == [None, None]
+    assert [r["seed"] for r in results] == [1, 2] and all(r["frozen_return"] is not None for r in results)
+    train(tmp_path / "single2", "--steps", "300", "--seed", "2")
+    assert differences(checkpoint(tmp_path / "single2"), checkpoint(jobs[1].dir / "run")) == []
+    assert returns(tmp_path / "single2") == returns(jobs[1].dir / "run")
+    attempts = [json.loads(line) for line in (jobs[1].dir / "attempts.jsonl").read_text().splitlines()]
+    assert attempts[-1]["together"] == [j.id for j in jobs]
+    assert "training sac dwc on InvertedPendulum-v5, seeds 1, 2 together" in (jobs[1].dir / "worker.log").read_text()

@@ -285,10 +285,10 @@ def _where(device: torch.device) -> str:
 
 
 def train_seeds(cfgs: list[TrainConfig], dirs: list[Path], resume: list[bool], progress: bool = True,
-                command: list[str] | None = None, log=print) -> torch.device:
+                commands: list[list[str]] | None = None, log=print) -> torch.device:
     """Train (or resume) seed k of ``cfgs`` into ``dirs[k]`` up to ``cfgs[k].steps``, all together;
-    ``resume[k]``: continue dirs[k] from its checkpoint. The configs differ only in their seed.
-    Returns the device trained on."""
+    ``resume[k]``: continue dirs[k] from its checkpoint; ``commands[k]`` is recorded in its commands.txt.
+    The configs differ only in their seed. Returns the device trained on."""
     from .train import train
 
     cfg0 = cfgs[0]
@@ -300,7 +300,8 @@ def train_seeds(cfgs: list[TrainConfig], dirs: list[Path], resume: list[bool], p
     check_env_id(cfg0.env).close()
     torch.set_num_threads(cfg0.threads)
     keep_freed_memory()
-    runs = [SeedRun(d, c, resume=r, progress=False, command=command) for c, d, r in zip(cfgs, dirs, resume)]
+    commands = commands or [None] * len(cfgs)
+    runs = [SeedRun(d, c, resume=r, progress=False, command=cmd) for c, d, r, cmd in zip(cfgs, dirs, resume, commands)]
     starts = [r.start_step for r in runs]
     if len(set(starts)) > 1:  # e.g. a kill between two seeds' checkpoints: the lagging ones catch up alone
         goal = min(max(starts), cfg0.steps)
@@ -309,8 +310,9 @@ def train_seeds(cfgs: list[TrainConfig], dirs: list[Path], resume: list[bool], p
             if starts[k] < goal:
                 log(f"{dirs[k]}: at step {starts[k]}, the others at {goal}: training it alone up to {goal}")
                 alone = TrainConfig.from_dict({**cfgs[k].to_dict(), "steps": goal})
-                train(alone, dirs[k], resume=runs[k].resume_state is not None, progress=progress, command=command, log=log)
-        runs = [SeedRun(d, c, resume=True, progress=False, command=command) for c, d in zip(cfgs, dirs)]
+                train(alone, dirs[k], resume=runs[k].resume_state is not None, progress=progress,
+                      command=commands[k], log=log)
+        runs = [SeedRun(d, c, resume=True, progress=False) for c, d in zip(cfgs, dirs)]
     seeds = ", ".join(str(c.seed) for c in cfgs)
     log(f"training {cfg0.algo} {cfg0.actor.policy} on {cfg0.env}, seeds {seeds} together: device {device} "
         f"({_where(device)}), {str(precision).removeprefix('torch.')} matmuls")
@@ -450,12 +452,13 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[SeedRun], device: torch
 
 
 def train_and_evaluate_seeds(cfgs: list[TrainConfig], dirs: list[Path], resume: list[bool], progress: bool = True,
-                             command: list[str] | None = None, log=print, summary: Path | None = None) -> list[dict]:
+                             commands: list[list[str]] | None = None, log=print,
+                             summary: Path | None = None) -> list[dict]:
     """``dwc train --seeds``: train the seeds together, then evaluate each (its eval.json, as dwc train
     writes); with ``summary``, also a JSON file listing the seeds' folders and evaluations."""
     from ..evaluation import evaluate_run
 
-    device = train_seeds(cfgs, dirs, resume, progress=progress, command=command, log=log)
+    device = train_seeds(cfgs, dirs, resume, progress=progress, commands=commands, log=log)
     results = [dict(evaluate_run(d, c.eval_episodes, device=str(device), progress=progress), seed=c.seed, run=str(d))
                for c, d in zip(cfgs, dirs)]
     if summary is not None:
