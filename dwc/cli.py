@@ -133,6 +133,11 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
     m.add_argument("--lut-inputs", type=int, help="inputs per LUT, 2..6 (default 6)")
     m.add_argument("--thermo-bits", type=int, help="thermometer thresholds per obs dim, odd (default 63)")
     m.add_argument("--wiring", choices=["learnable", "random"], help="LUT input wiring (default learnable)")
+    m.add_argument("--wiring-optim", choices=["dense", "sparse"],
+                   help="SAC update of a learnable wiring's candidate scores: dense (every candidate gets its "
+                        "gradient and an Adam step, as published) or sparse (only the few candidates within the "
+                        "softmax margin of each input's best one: much cheaper on a CPU; the others keep their "
+                        "scores until they come near again, so it trains a different wiring) (default dense)")
     c = p.add_argument_group("codesign: train for a target FPGA and within its budgets (dwc policies)")
     c.add_argument(target_flag, dest="target", help=TRAIN_TARGET_HELP)
     c.add_argument("--max-luts", type=int, help="at most this many LUTs in the LUT layers; sizes --width when it "

@@ -20,6 +20,8 @@ class ActorConfig:
     lut_inputs: int = 6
     thermo_bits: int = 63
     wiring: str = "learnable"  # learnable | random
+    # update of learnable wiring scores: dense (every candidate, as published) | sparse (near-max only)
+    wiring_optim: str = "dense"
     tau: float = 1e-3
     groupsum_eps: float = 1e-3
     # float parts
@@ -154,8 +156,8 @@ def load_config(run: Path) -> TrainConfig:
 OPTIONS = {
     **{k: None for k in ("env", "algo", "steps", "seed", "device", "cuda_graphs", "precision", "num_envs", "threads",
                          "checkpoint_every", "eval_episodes", "target")},
-    **{k: "actor" for k in ("policy", "layers", "width", "last_width", "lut_inputs", "thermo_bits", "wiring", "hidden",
-                            "weight_bits", "act_bits", "out_bits", "fan_in", "max_luts", "max_comparators")},
+    **{k: "actor" for k in ("policy", "layers", "width", "last_width", "lut_inputs", "thermo_bits", "wiring",
+                            "wiring_optim", "hidden", "weight_bits", "act_bits", "out_bits", "fan_in", "max_luts", "max_comparators")},
     **{k: "sac" for k in ("learning_starts", "batch_size", "buffer_size", "actor_lr")},
     **{k: "ppo" for k in ("rollout_steps",)},
     **{k: "distill" for k in ("teacher", "dagger_steps", "updates_per_step", "distill_lr")},
@@ -257,6 +259,10 @@ def validate(cfg: TrainConfig) -> None:
         (cfg.distill.distill_lr > 0, f"--distill-lr must be > 0, got {cfg.distill.distill_lr}"),
         (a.policy in ("dwc", "gates", "qmlp", "mlp"), f"--policy must be dwc, gates, qmlp or mlp, got {a.policy!r}"),
         (a.wiring in ("learnable", "random"), f"--wiring must be learnable or random, got {a.wiring!r}"),
+        (a.wiring_optim in ("dense", "sparse"), f"--wiring-optim must be dense or sparse, got {a.wiring_optim!r}"),
+        (a.wiring_optim == "dense" or (a.policy == "dwc" and a.wiring == "learnable" and cfg.algo == "sac"),
+         "--wiring-optim sparse applies to a learnable wiring (--policy dwc --wiring learnable) trained by "
+         "--algo sac"),
         (cfg.steps >= 1, f"--steps must be >= 1, got {cfg.steps}"),
         (cfg.num_envs >= 1, f"--num-envs must be >= 1, got {cfg.num_envs}"),
         (cfg.threads >= 1, f"--threads must be >= 1, got {cfg.threads}"),

@@ -12,6 +12,8 @@ Backward:
   then a gather: no loop over LUTs, no custom kernel;
 - learnable wiring: each input slot picks ``argmax`` of a weight row over all candidate sources;
   its weights get ``g * (2x - 1)`` and the source bits get ``g`` spread by ``softmax(w / tau)``.
+  With ``wiring_optim="sparse"`` only the candidates near each slot's maximum (the softmax's
+  support) get that gradient, as a sparse tensor, for :class:`dwc.rl.optim.WiringAdam`.
 """
 from __future__ import annotations
 
@@ -54,6 +56,8 @@ def efd_matrix(n: int, alpha: float | None = None, beta: float = 1.0 / 3.0) -> t
     return m.reshape(size, size * n).float()
 
 
+# exp(-16.2) < 1e-7: candidates further below their slot's maximum than this many tau vanish in its softmax
+SOFTMAX_MARGIN = 16.2
 BLOCK = 16  # rows per block of the blocked CPU column search (16 measured fastest for 1024 x 6144)
 
 
@@ -217,12 +221,15 @@ class _LearnableWiring(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         (x,) = ctx.saved_tensors
-        bits = ctx.layer.thermometer_bits
+        layer = ctx.layer
         grad_x = grad_w = None
-        if ctx.needs_input_grad[1]:  # every candidate source gets a gradient: the costly part
-            grad_w = wiring_score_grad(g, x, bits, ctx.layer.grad_dtype)
+        if ctx.needs_input_grad[1]:
+            if layer.wiring_optim == "sparse":  # the near-max candidates only: a sampled product
+                grad_w = layer.sparse_score_grad(g, x)
+            else:  # every candidate source gets a gradient: the costly part
+                grad_w = wiring_score_grad(g, x, layer.thermometer_bits, layer.grad_dtype)
         if ctx.needs_input_grad[0]:
-            grad_x = ctx.layer.soft_wiring() @ g
+            grad_x = layer.soft_wiring() @ g
         return grad_x, grad_w, None, None
 
 
@@ -242,6 +249,10 @@ class LUTLayer(nn.Module):
     dimension (a DWC's first layer), which makes the wiring-weight gradient ~bits times cheaper.
     ``sparse_softmax`` keeps, per slot, only the candidates whose softmax weight is above 1e-7 of
     the largest (for tau ~ 1e-3 a handful): the same gradient to float precision, 10x cheaper.
+    ``wiring_optim="sparse"`` gives the wiring scores a gradient on that support only (a sparse COO
+    tensor; the published method, ``"dense"``, gives every candidate one): the other scores keep
+    their values until they come within the margin again. An optimiser must take sparse gradients
+    for it (:class:`dwc.rl.optim.WiringAdam`).
     ``source_pool`` (source indices) gives the layer an ``allowed`` mask: inputs are only ever read
     from allowed sources. A random wiring draws from the pool; a learnable one chooses among them,
     and :meth:`limit_sources_` narrows the mask during training (a comparator budget).
@@ -249,12 +260,15 @@ class LUTLayer(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, n: int = 6, wiring: str = "learnable",
                  tau: float = 1e-3, sparse_softmax: bool = True, thermometer_bits: int = 0,
-                 source_pool: torch.Tensor | None = None):
+                 source_pool: torch.Tensor | None = None, wiring_optim: str = "dense"):
         super().__init__()
         if not 1 <= n <= 8:
             raise ValueError(f"LUT inputs must be in 1..8, got {n}")
         if wiring not in ("learnable", "random"):
             raise ValueError(f"wiring must be 'learnable' or 'random', got {wiring!r}")
+        if wiring_optim not in ("dense", "sparse"):
+            raise ValueError(f"wiring_optim must be 'dense' or 'sparse', got {wiring_optim!r}")
+        self.wiring_optim = wiring_optim
         self.in_features, self.out_features, self.n = in_features, out_features, n
         self.wiring, self.tau, self.sparse_softmax = wiring, tau, sparse_softmax
         if thermometer_bits and in_features % thermometer_bits:
@@ -283,7 +297,10 @@ class LUTLayer(nn.Module):
 
     def prepare_cuda_graphs(self) -> bool:
         """No host syncs from here on: no wiring cache (a replayed graph changes the weights without
-        Python seeing it) and a dense softmax (the sparse one sizes its tensors from the data)."""
+        Python seeing it) and a dense softmax (the sparse one sizes its tensors from the data).
+        A sparse wiring update sizes its gradient from the data too: such a layer runs eagerly."""
+        if self.wiring == "learnable" and self.wiring_optim == "sparse":
+            return False
         self.graph_safe, self.sparse_softmax = True, False
         return True
 
@@ -340,25 +357,50 @@ class LUTLayer(nn.Module):
         self.allowed.copy_(allowed & self.allowed)
         self.allowed_changes += 1
 
+    def _support(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(sources, slots, CSR row pointers) of the candidates within ``SOFTMAX_MARGIN * tau`` of their
+        slot's maximum, in row-major order: where the column-wise softmax(w / tau) is not negligible."""
+        def compute():
+            w = self._scores()
+            top, _, maxima = self._top()
+            src, slot = near_max(w, top, SOFTMAX_MARGIN * self.tau, maxima=maxima)
+            order = torch.argsort(src * w.shape[1] + slot)  # CSR: row-major
+            src, slot = src[order], slot[order]
+            rows = torch.bincount(src, minlength=w.shape[0]).cumsum(0)
+            return src, slot, torch.cat([rows.new_zeros(1), rows])
+        return self._cached("support", compute)
+
+    def _support_csr(self, values: torch.Tensor) -> torch.Tensor:
+        """A sparse CSR (sources, slots) matrix with ``values`` on the support."""
+        _, slot, crow = self._support()
+        with warnings.catch_warnings():  # "sparse CSR support is in beta": CSR @ dense is all we use
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(crow, slot, values, self.wiring_weights.shape, check_invariants=False)
+
     def soft_wiring(self) -> torch.Tensor:
         """Column-wise softmax(w / tau) (I, S): sparse (CSR), or dense with ``sparse_softmax=False``."""
         def compute():
             w = self._scores()
             if not self.sparse_softmax:
                 return torch.softmax(w / self.tau, dim=0)
-            top, _, maxima = self._top()
-            # exp(-16.2) < 1e-7: candidates further below the max vanish next to it.
-            src, slot = near_max(w, top, 16.2 * self.tau, maxima=maxima)
-            order = torch.argsort(src * w.shape[1] + slot)  # CSR: row-major
-            src, slot = src[order], slot[order]
-            e = torch.exp((w[src, slot] - top[slot]) / self.tau)
-            e = e / torch.zeros_like(top).index_add_(0, slot, e)[slot]
-            rows = torch.bincount(src, minlength=w.shape[0]).cumsum(0)
-            with warnings.catch_warnings():  # "sparse CSR support is in beta": CSR @ dense is all we use
-                warnings.simplefilter("ignore", UserWarning)
-                return torch.sparse_csr_tensor(torch.cat([rows.new_zeros(1), rows]), slot, e, w.shape,
-                                               check_invariants=False)
+            top = self._top()[0]
+            src, slot, _ = self._support()
+            e = torch.exp((_column_entries(w, src, slot) - top[slot]) / self.tau)
+            return self._support_csr(e / torch.zeros_like(top).index_add_(0, slot, e)[slot])
         return self._cached("soft", compute)
+
+    def sparse_score_grad(self, g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The gradient ``(2x - 1) @ g.T`` of the wiring scores at the softmax's support only, as a
+        coalesced sparse COO tensor of the scores' shape: ``x @ g.T`` sampled at those entries
+        (``support x batch`` multiply-adds, against ``sources x slots x batch`` for every candidate)."""
+        src, slot, _ = self._support()
+        mask = self._cached("mask", lambda: self._support_csr(torch.ones_like(slot, dtype=x.dtype)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            dots = torch.sparse.sampled_addmm(mask, x, g.t(), beta=0.0).values()
+        values = 2.0 * dots - g.sum(1)[slot]
+        return torch.sparse_coo_tensor(torch.stack([src, slot]), values, mask.shape, is_coalesced=True,
+                                       check_invariants=False)
 
     def _flat_indices(self) -> torch.Tensor:
         return self.fixed_wiring if self.wiring == "random" else self._argmax()

@@ -25,6 +25,7 @@ from ..models import build_actor
 from .common import GraphedCall, flush_denormals, resolve_precision, sample_action
 from .envs import make_vector_env, real_next_obs
 from .loop import train_loop
+from .optim import WiringAdam
 from .replay import ReplayBuffer
 from .run import RunDir, set_rng_state
 
@@ -71,7 +72,8 @@ class SACLearner:
         self.qf = TwinQ(obs_dim + act_dim, sc.q_hidden, mid_dtype=precision).to(device)
         self.qf_target = copy.deepcopy(self.qf)
         opt = dict(fused=True, capturable=graphs)  # capturable: step counts live on the GPU
-        self.actor_opt = torch.optim.Adam(actor.parameters(), lr=sc.actor_lr, eps=sc.adam_eps, **opt)
+        # Adam; a learnable wiring trained with --wiring-optim sparse sends sparse gradients, stepped lazily
+        self.actor_opt = WiringAdam(actor.parameters(), lr=sc.actor_lr, eps=sc.adam_eps, **opt)
         self.q_opt = torch.optim.Adam(self.qf.parameters(), lr=sc.q_lr, **opt)
         self.log_alpha = torch.tensor(math.log(sc.alpha), device=device, requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sc.alpha_lr, **opt)

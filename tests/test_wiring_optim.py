@@ -1,0 +1,177 @@
+"""The learnable wiring's sparse update (--wiring-optim sparse): the gradient on the softmax's support
+equals the dense one there, the lazy Adam step equals torch's Adam where both see the same gradient
+and leaves the other scores (and their moments) alone, and SAC training with it runs, checkpoints
+and resumes bit for bit."""
+import io
+import json
+
+import pytest
+import torch
+
+from dwc.cli import main
+from dwc.config import ActorConfig, SACConfig
+from dwc.models import build_actor
+from dwc.models.lut import SOFTMAX_MARGIN, LUTLayer
+from dwc.rl.optim import WiringAdam
+
+from test_train import ENV, assert_one_line_error, run_cli, small_args
+
+
+def _layers(sources=300, luts=96, n=6, bits=0, seed=0):
+    """A sparse-update layer and a dense one with the same parameters."""
+    torch.manual_seed(seed)
+    sparse = LUTLayer(sources, luts, n, thermometer_bits=bits, wiring_optim="sparse")
+    dense = LUTLayer(sources, luts, n, thermometer_bits=bits)
+    dense.load_state_dict(sparse.state_dict())
+    return sparse, dense
+
+
+def _bits(sources, batch, bits=0, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    if not bits:
+        return (torch.rand(sources, batch, generator=g) < 0.5).float()
+    levels = torch.randint(0, bits + 1, (sources // bits, batch), generator=g)
+    return (levels[:, None] > torch.arange(bits)[None, :, None]).float().reshape(sources, batch)
+
+
+@pytest.mark.parametrize("bits", [0, 7])
+def test_the_sparse_gradient_is_the_dense_one_on_the_softmax_support(bits):
+    sparse, dense = _layers(sources=21 * 7, luts=64, n=4, bits=bits)
+    x = _bits(21 * 7, 48, bits)
+    gy = torch.randn(64, 48, generator=torch.Generator().manual_seed(2))
+    for layer in (sparse, dense):
+        layer.forward_fm(x).backward(gy)
+    grad = sparse.wiring_weights.grad
+    assert grad.is_sparse and dense.wiring_weights.grad.layout == torch.strided
+    w = sparse.wiring_weights.detach()
+    support = w >= w.max(0).values - SOFTMAX_MARGIN * sparse.tau
+    src, slot = grad.coalesce().indices()
+    assert torch.equal(torch.zeros_like(support).index_put_((src, slot), torch.tensor(True)), support)
+    assert 1 <= support.sum(0).min() and support.sum() < w.numel() / 4  # a few candidates per slot
+    torch.testing.assert_close(grad.to_dense()[support], dense.wiring_weights.grad[support], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sparse.tables.grad, dense.tables.grad, rtol=0, atol=0)  # the rest is unchanged
+
+
+def test_the_lazy_step_is_adams_step_on_the_entries_with_a_gradient():
+    """Same gradient values (dense Adam gets zeros off the support): the first step from zero moments is
+    bit for bit Adam's on every entry, tables included; later steps with the same support too (to the
+    last bit of float32)."""
+    sparse, dense = _layers()
+    x = _bits(300, 64)
+    lazy = WiringAdam(sparse.parameters(), lr=3e-4, eps=1e-5, fused=True)
+    adam = torch.optim.Adam(dense.parameters(), lr=3e-4, eps=1e-5, fused=True)
+    before = sparse.wiring_weights.detach().clone()
+    for step in range(3):
+        gy = torch.randn(96, 64, generator=torch.Generator().manual_seed(10 + step))
+        lazy.zero_grad()
+        adam.zero_grad()
+        sparse.forward_fm(x).backward(gy)
+        dense.forward_fm(x).backward(gy)
+        grad = sparse.wiring_weights.grad
+        if step == 0:
+            support = grad.coalesce().indices()
+        else:  # the same entries every step: then dense Adam never moves the others either
+            grad = torch.sparse_coo_tensor(support, grad.to_dense()[support[0], support[1]], grad.shape,
+                                           check_invariants=True)
+            sparse.wiring_weights.grad = grad
+        dense.wiring_weights.grad = grad.to_dense()
+        lazy.step()
+        adam.step()
+        # Adam's kernel takes a vector path and a scalar tail: on the gathered entries an element may fall
+        # in the other one and round its last bit differently from the second step on
+        same = torch.equal if step == 0 else lambda a, b: torch.allclose(a, b, rtol=1e-6, atol=0)
+        for name in ("wiring_weights", "tables"):
+            p, q = getattr(sparse, name), getattr(dense, name)
+            assert same(p, q), (step, name)
+            for k in ("step", "exp_avg", "exp_avg_sq"):
+                assert same(lazy.state[p][k], adam.state[q][k]), (step, name, k)
+    moved = sparse.wiring_weights.detach() != before
+    on_support = torch.zeros_like(moved).index_put_(tuple(support), torch.tensor(True))
+    assert moved.any() and not (moved & ~on_support).any()
+
+
+def test_scores_without_a_gradient_keep_their_value_and_moments():
+    """Lazy: an entry updated once and then left out keeps its score and both moments, where dense
+    Adam would move it on by its momentum; the bias correction follows the parameter's step count."""
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.rand(5, 4))
+    opt = WiringAdam([w], lr=1e-2, eps=1e-5, fused=True)
+    idx = torch.tensor([[0, 3], [1, 2]])
+    w.grad = torch.sparse_coo_tensor(idx, torch.tensor([1.0, -2.0]), w.shape, check_invariants=True)
+    opt.step()
+    after_first = w.detach().clone()
+    moments = {k: opt.state[w][k].clone() for k in ("exp_avg", "exp_avg_sq")}
+    w.grad = torch.sparse_coo_tensor(torch.tensor([[4], [0]]), torch.tensor([0.5]), w.shape, check_invariants=True)
+    opt.step()
+    assert float(opt.state[w]["step"]) == 2
+    for i, j in idx.t().tolist():  # left alone
+        assert w[i, j] == after_first[i, j]
+        for k, m in moments.items():
+            assert opt.state[w][k][i, j] == m[i, j]
+    changed = (w.detach() != after_first).nonzero().tolist()
+    assert changed == [[4, 0]]
+    # the entry stepped at count 2: Adam's bias-corrected step, first moment 0.1 g, second 0.001 g^2
+    m, v = 0.1 * 0.5, 0.001 * 0.25
+    want = after_first[4, 0] - 1e-2 * (m / (1 - 0.9 ** 2)) / ((v / (1 - 0.999 ** 2)) ** 0.5 + 1e-5)
+    assert torch.isclose(w[4, 0], want, rtol=1e-6)
+
+
+def _learner(seed=0):
+    from dwc.rl.sac import SACLearner
+    torch.manual_seed(seed)
+    cfg = ActorConfig(width=64, lut_inputs=4, thermo_bits=15, wiring_optim="sparse")
+    actor = build_actor(cfg, 11, 3, [-1] * 3, [1] * 3)
+    actor.normalizer.update(torch.randn(200, 11, generator=torch.Generator().manual_seed(5)) * 3)
+    return SACLearner(actor, 11, 3, SACConfig(batch_size=32), torch.device("cpu"))
+
+
+def _updates(learner, gen, count):
+    for i in range(count):
+        b = 32
+        batch = (torch.randn(b, 11, generator=gen), torch.randn(b, 11, generator=gen),
+                 torch.rand(b, 3, generator=gen) * 2 - 1, torch.randn(b, generator=gen),
+                 (torch.rand(b, generator=gen) < 0.1).float(), torch.randn(b, 3, generator=gen))
+        learner.update(*batch, torch.randn(2, b, 3, generator=gen) if i % 2 == 0 else None)
+
+
+def test_sac_with_the_sparse_update_resumes_bit_for_bit():
+    """A learner saved after some updates (as a checkpoint holds it), loaded into a fresh one, then
+    updated on the same minibatches as the original: every parameter and optimiser state equal."""
+    a = _learner()
+    gen = torch.Generator().manual_seed(3)
+    _updates(a, gen, 6)
+    assert all(p.grad is None or p.grad.is_sparse for p in (layer.wiring_weights for layer in a.actor.luts))
+    buf = io.BytesIO()
+    torch.save(a.state_dict(), buf)
+    buf.seek(0)
+    b = _learner(seed=99)  # other initial parameters: everything must come from the checkpoint
+    b.load_state_dict(torch.load(buf, weights_only=False))
+    rng = gen.get_state()
+    _updates(a, gen, 6)
+    _updates(b, torch.Generator().set_state(rng), 6)
+    for (name, x), y in zip(a.state_dict()["actor"].items(), b.state_dict()["actor"].values()):
+        assert torch.equal(x, y), name
+    for k in a.OPTIMIZERS:
+        sa, sb = getattr(a, k).state_dict()["state"], getattr(b, k).state_dict()["state"]
+        for i in sa:
+            for name in sa[i]:
+                assert torch.equal(sa[i][name], sb[i][name]), (k, i, name)
+    for la, lb in zip(a.actor.luts, b.actor.luts):
+        assert torch.equal(la.wiring_indices(), lb.wiring_indices())
+
+
+def test_train_with_the_sparse_update_checkpoints_and_resumes(tmp_path):
+    run = tmp_path / "run"
+    assert main(small_args(run, steps=300, extra=["--wiring-optim", "sparse"])) == 0
+    assert json.loads((run / "config.json").read_text())["actor"]["wiring_optim"] == "sparse"
+    assert main(["train", "--out", str(run), "--resume", "--steps", "400", "--no-progress"]) == 0
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert ckpt["step"] == 400 and "--wiring-optim sparse" in (run / "commands.txt").read_text()
+    assert_one_line_error(run_cli("train", "--out", str(run), "--resume", "--wiring-optim", "dense"),
+                          "--wiring-optim dense (the run has sparse)")
+
+
+def test_the_sparse_update_is_refused_where_it_does_not_apply(tmp_path):
+    for extra in (["--wiring", "random"], ["--policy", "mlp"], ["--algo", "ppo"]):
+        assert_one_line_error(run_cli("train", "--env", ENV, "--wiring-optim", "sparse", *extra,
+                                      "--out", str(tmp_path / "r")), "--wiring-optim sparse applies to")
