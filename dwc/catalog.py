@@ -10,15 +10,16 @@ from .config import layer_shape
 from .errors import UserError
 
 
-def _policies_dir() -> Path:
-    """policies/ in the repository; installed inside the package by a wheel."""
-    spec = importlib.util.find_spec("dwc.policies")
+def shipped_dir(name: str) -> Path:
+    """A top-level folder of the repository shipped as package data (policies/, configs/): installed
+    inside the package (dwc.NAME) by a wheel."""
+    spec = importlib.util.find_spec(f"dwc.{name}")
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations)))
-    return Path(__file__).resolve().parent.parent / "policies"  # a source tree that is not installed
+    return Path(__file__).resolve().parent.parent / name  # a source tree that is not installed
 
 
-POLICIES_DIR = _policies_dir()
+POLICIES_DIR = shipped_dir("policies")
 
 
 def circuit_size(actor: dict) -> str:

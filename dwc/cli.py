@@ -761,10 +761,15 @@ A spec (YAML); every task x config x seed is one run:
 
 {spec}
 examples:
-  dwc sweep sweep.yaml --out sweeps/paper          # a local Ray engine on this machine
-  dwc sweep sweep.yaml --out sweeps/paper          # again: finished runs are kept, the rest resume
-  dwc sweep sweep.yaml --out /nfs/sweeps/paper --address auto   # on a running Ray cluster
-  dwc report sweeps/paper
+  dwc sweep sweep.yaml --out sweeps/mine           # a local Ray engine on this machine
+  dwc sweep sweep.yaml --out sweeps/mine           # again: finished runs are kept, the rest resume
+  dwc sweep paper --out /nfs/sweeps/paper --address auto   # the paper's protocol, on a running Ray cluster
+  dwc sweep paper --scale-down                     # the same spec at its scale_down size (minutes, CPU)
+  dwc report sweeps/paper-scale-down
+
+Shipped specs (a name instead of a file): {shipped}. paper = the reference paper's protocol: 5 MuJoCo
+tasks x float MLP / quantised MLP / DWC x 10 seeds x 1M SAC steps, each DWC compiled, verified in
+Verilator and synthesised for xc7 (see docs/training.md, "The paper's protocol").
 
 A run whose worker dies is restarted by Ray (up to resources.max_retries) and resumes from its last
 checkpoint (every --checkpoint-every steps, an option like any other). Ctrl-C stops the sweep; the
@@ -774,14 +779,19 @@ shared storage; --address (or RAY_ADDRESS) names the cluster, as ray.init takes 
 
 
 def _add_sweep(sub):
-    from .sweep import SPEC_HELP
+    from .sweep import SPEC_HELP, shipped_specs
     p = sub.add_parser("sweep", help="tasks x seeds x configs as Ray tasks: train, frozen eval, optional hardware",
                        description="Run a sweep spec: every run trains (GPU where the workers have one), evaluates "
                                    "the float and the frozen policy, and optionally compiles, verifies and "
                                    "synthesises, as a task on Ray. Resumable; dwc report makes the table.",
-                       epilog=SWEEP_HELP.format(spec=SPEC_HELP), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("spec", type=Path, help="sweep spec (YAML, see below)")
-    p.add_argument("--out", type=Path, help="sweep folder (default sweeps/SPEC-NAME)")
+                       epilog=SWEEP_HELP.format(spec=SPEC_HELP, shipped=", ".join(shipped_specs()) or "none"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("spec", type=Path, help="sweep spec (YAML, see below), or the name of a shipped one (paper)")
+    p.add_argument("--out", type=Path, help="sweep folder (default sweeps/SPEC-NAME, with --scale-down "
+                                            "sweeps/SPEC-NAME-scale-down)")
+    p.add_argument("--scale-down", action="store_true",
+                   help="apply the spec's scale_down section (fewer tasks, seeds and steps, smaller circuits): the "
+                        "same protocol at check size, e.g. before starting the full one or in CI")
     p.add_argument("--address", help="a running Ray cluster (auto, HOST:PORT or ray://HOST:PORT); default: a "
                                      "local engine on this machine, or RAY_ADDRESS when set")
     p.add_argument("--cpus", type=int, help="local engine: CPUs to use (default all)")
@@ -793,7 +803,8 @@ def cmd_sweep(args) -> int:
     from .sweep import sweep
     if args.cpus is not None and args.cpus < 1:
         raise UserError(f"--cpus must be >= 1, got {args.cpus}")
-    state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args))
+    state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args),
+                  scale_down=args.scale_down)
     runs = state["runs"].values()
     failed = [r for r in runs if r["state"] == "failed"]
     if args.json:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import stats
+from . import published, stats
+from .catalog import circuit_size
 from .errors import UserError
 from .rundir import CONFIG, LEGS, METRICS, episode_returns, write_json, write_text
 
@@ -83,7 +84,9 @@ def aggregate(state: dict, results: list[dict], intervals: bool = False) -> list
     rows = []
     for (task, config), rs in groups.items():
         rs = sorted(rs, key=lambda r: r["seed"])
+        actor = (rs[0].get("options") or {}).get("actor") if rs else None
         row = {"task": task, "config": config, "policy": rs[0]["policy"] if rs else None,
+               "model": circuit_size(actor) if actor else None,
                "seeds": [r["seed"] for r in rs], "planned": planned[task, config],
                "train_steps": min((r["train_steps"] for r in rs), default=None)}
         for key in FIGURES:
@@ -125,6 +128,49 @@ def table(rows: list[dict], markdown: bool = False) -> str:
                      ret(r["float_return"]), ret(r["frozen_return"]), hw,
                      _cell(r["luts"] or r["ir_luts"], "{:.0f}"), _cell(r["fmax_mhz"])])
     return _grid(head, body, markdown)
+
+
+def paper_rows(rows: list[dict]) -> list[dict]:
+    """Each row's deployed return (the frozen circuit's where the policy has one, else the float
+    policy's) next to the paper's published median for that task and policy type
+    (:mod:`dwc.published`), with our budget (steps x seeds) as a fraction of the paper's 1M x 10."""
+    out = []
+    for r in rows:
+        figure = "frozen_return" if r["frozen_return"] else "float_return"
+        q = r[figure] or {}
+        pub = published.published(r["task"], r["policy"])
+        out.append({"task": r["task"], "config": r["config"], "policy": r["policy"], "model": r.get("model"),
+                    "figure": RETURN_NAMES[figure], "seeds": len(r["seeds"]), "planned": r["planned"],
+                    "train_steps": r["train_steps"], **{k: q.get(k) for k in (
+                        "n", "median", "median_ci_low", "median_ci_high", "iqm", "ci_low", "ci_high", "note")},
+                    "published_median": pub, "published_model": published.MODELS.get(r["policy"]) if pub else None,
+                    "ratio_to_published": q["median"] / pub if pub and q.get("median") is not None else None,
+                    "budget_ratio": published.budget_ratio(r["train_steps"], len(r["seeds"]))})
+    return out
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}" if abs(x) >= 0.01 or x == 0 else f"{x:.1e}"
+
+
+def paper_table(prow: list[dict], markdown: bool = False) -> str:
+    """Our median and IQM with their 95% CIs beside the published median, and the budget ratio."""
+    head = ["task", "config", "model", "return", "median [95% CI]", "IQM [95% CI]", "paper median", "ours / paper",
+            "steps x seeds", "budget / paper"]
+    body = [[p["task"], p["config"], p["model"] or "-", p["figure"], stats.fmt(p if p["n"] else None, "median"),
+             stats.fmt(p if p["n"] else None), "-" if p["published_median"] is None else f"{p['published_median']:.0f}",
+             _ratio(p["ratio_to_published"]),
+             f"{p['train_steps']:,} x {p['seeds']}" if p["train_steps"] else f"- x 0/{p['planned']}",
+             _ratio(p["budget_ratio"])] for p in prow]
+    return _grid(head, body, markdown)
+
+
+PAPER_LEGEND = (f"Published: {published.SOURCE}; paper median = its FP32 MLP 2 x 256 for --policy mlp, its best "
+                "small quantised MLP for qmlp, its DWC 2 x 1024 LUT6 (B = 63) for dwc, whatever this sweep's sizes "
+                "(model). return = the deployed policy: the frozen integer circuit where the policy has one, else "
+                "the float policy. ours / paper = our median / the published one; budget / paper = our env steps x "
+                f"finished seeds / ({published.STEPS:,} x {published.SEEDS}). Below {stats.MIN_SEEDS} seeds no CI "
+                "(\"n = k, no CI\").")
 
 
 def spread_table(rows: list[dict], markdown: bool = False) -> str:
@@ -300,6 +346,7 @@ def text(rep: dict, markdown: bool = False) -> str:
     comps = comparison_table(rep["comparisons"], markdown) if rep["comparisons"] else "(nothing to compare)"
     return "\n".join([
         "Returns: IQM over seeds [95% CI]", "", table(rep["rows"], markdown), "",
+        "Against the published results", "", paper_table(rep["paper"]["rows"], markdown), "", rep["paper"]["legend"], "",
         "Spread of the returns over seeds: median [25th, 75th percentile]", "", spread_table(rep["rows"], markdown), "",
         "Comparisons. " + rep["baseline_rule"], "", comps, "", rep["legend"]])
 
@@ -315,7 +362,8 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
     curves = plot_curves(sweep_dir, results)
     rep = {"sweep": str(sweep_dir), "runs_planned": len(state["runs"]), "runs_finished": len(results),
            "failed": failed, "rows": rows, "baselines": baselines or None, "baseline_rule": RULE,
-           "comparisons": comparisons(state, results, baselines), "curves": curves, "legend": LEGEND}
+           "comparisons": comparisons(state, results, baselines), "curves": curves, "legend": LEGEND,
+           "paper": {"source": published.SOURCE, "rows": paper_rows(rows), "legend": PAPER_LEGEND}}
     write_json(sweep_dir / "report.json", rep)
     md = [f"# Sweep {sweep_dir.name}", "", text(rep, markdown=True), ""]
     md += [f"![{Path(c).stem}]({Path(c).name})" for c in curves]

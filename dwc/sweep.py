@@ -41,18 +41,26 @@ options: {algo: sac}                      # dwc train options shared by every co
 configs:                                  # name -> dwc train options (names as the flags, - or _)
   dwc: {policy: dwc, width: [256, 1024]}  # a list expands: configs dwc-width256, dwc-width1024
   mlp: {policy: mlp}
+  qmlp: {policy: qmlp, hardware: {target: none}}  # a config's own hardware keys (false: no hardware stage)
 hardware:                                 # optional: after training, per circuit run
   target: ecp5-25k                        # compile + Verilator verify, then synthesis (none: no synthesis)
   episodes: 3                             # closed-loop Verilator episodes (default: all evaluation episodes)
+  pipeline: max                           # register stages (dwc compile --pipeline); freq: 100 (MHz)
 resources:                                # optional
   cpus_per_run: 1                         # Ray CPUs per run, also its torch threads
   gpus_per_run: auto                      # auto: 1 when the cluster has GPUs, else 0; 0.25 packs 4 runs per GPU
   max_retries: 3                          # restarts of a run whose worker died (each resumes)
   seeds_per_run: 1                        # SAC: this many seeds of a config trained together in one worker
                                           # (dwc train --seeds: faster than one process each; same runs)
+scale_down:                               # optional: what --scale-down changes, for a quick check of the spec
+  tasks: [Hopper-v5]                      # a subset of tasks (default: all)
+  seeds: 1                                # and any of steps, options (over every config's), hardware, resources
 """
 
-SPEC_KEYS = {"tasks", "seeds", "steps", "options", "configs", "hardware", "resources"}
+# keys a spec's scale_down section may override (dwc sweep --scale-down)
+SCALE_DOWN_KEYS = {"tasks", "seeds", "steps", "options", "hardware", "resources"}
+
+SPEC_KEYS = {"tasks", "seeds", "steps", "options", "configs", "hardware", "resources", "scale_down"}
 # episodes None: the run's evaluation episodes, so float, frozen and hardware returns are over the same ones
 HARDWARE_KEYS = {"target": "none", "episodes": None, "pipeline": "max", "freq": DEFAULT_FREQ_MHZ}
 RESOURCE_KEYS = {"cpus_per_run": 1, "gpus_per_run": "auto", "max_retries": 3, "seeds_per_run": 1}
@@ -106,8 +114,9 @@ class Spec:
     tasks: list[str]
     seeds: list[int]
     configs: dict[str, dict]  # expanded: name -> dwc train options
-    hardware: dict | None
+    hardware: dict[str, dict | None]  # config name -> its hardware stage (None: none)
     resources: dict = field(default_factory=dict)
+    scaled_down: bool = False  # loaded with the spec's scale_down section applied
 
     def jobs(self, out: Path) -> list[Job]:
         jobs = []
@@ -115,7 +124,7 @@ class Spec:
         for task, seed, (name, opts) in itertools.product(self.tasks, self.seeds, self.configs.items()):
             cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"option in {self.path}, config {name}:")
             cfg.threads = int(self.resources["cpus_per_run"])
-            hw = self.hardware if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit
+            hw = self.hardware[name] if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit
             jobs.append(Job(f"{task}/{name}/seed{seed}", task, name, seed, out / "runs" / task / name / f"seed{seed}",
                             cfg, hw))
         return jobs
@@ -133,11 +142,41 @@ def _expand(name: str, opts: dict) -> dict[str, dict]:
     return out
 
 
-def load_spec(path: Path) -> Spec:
-    """Read and check a sweep spec; every problem is one UserError line naming the file."""
+def shipped_specs() -> dict[str, Path]:
+    """The sweep specs shipped with dwc (configs/ in the repository, dwc.configs in a wheel), by name."""
+    from .catalog import shipped_dir
+    return {p.stem: p for p in sorted(shipped_dir("configs").glob("*.yaml"))}
+
+
+def resolve_spec(path: Path) -> Path:
+    """``path`` itself, or the shipped spec of that name (``paper`` -> configs/paper.yaml) when no such file
+    exists here."""
+    path = Path(path)
+    if path.exists() or len(path.parts) != 1:
+        return path
+    specs = shipped_specs()
+    return specs.get(path.stem if path.suffix in (".yaml", ".yml") else path.name, path)
+
+
+def _hardware(hw: dict, where: str) -> dict:
+    """HARDWARE_KEYS with ``hw`` over them, checked."""
+    from .fpga.synth import TARGETS
+    if unknown := set(hw) - set(HARDWARE_KEYS):
+        raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(HARDWARE_KEYS)}")
+    hardware = {**HARDWARE_KEYS, **hw}
+    if hardware["target"] != "none" and hardware["target"] not in TARGETS:
+        raise UserError(f"{where}: target {hardware['target']!r}: choose from {', '.join(TARGETS)} or none")
+    if hardware["episodes"] is not None and not (isinstance(hardware["episodes"], int) and hardware["episodes"] >= 1):
+        raise UserError(f"{where}: episodes must be an integer >= 1")
+    return hardware
+
+
+def load_spec(path: Path, scale_down: bool = False) -> Spec:
+    """Read and check a sweep spec; every problem is one UserError line naming the file. ``scale_down``:
+    with the spec's scale_down section applied (fewer tasks, seeds, steps; options over every config's)."""
     import yaml
 
-    path = Path(path)
+    path = resolve_spec(path)
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -161,9 +200,28 @@ def load_spec(path: Path) -> Spec:
             raise UserError(f"{path}: {what} must be a mapping, got {v!r}")
         return {str(k) if names else str(k).replace("-", "_"): x for k, x in v.items()}
 
-    tasks = raw["tasks"] if isinstance(raw["tasks"], list) else [raw["tasks"]]
-    if not tasks or not all(isinstance(t, str) for t in tasks):
-        raise UserError(f"{path}: tasks must be a list of env ids, got {raw['tasks']!r}")
+    def task_list(v, what):
+        tasks = v if isinstance(v, list) else [v]
+        if not tasks or not all(isinstance(t, str) for t in tasks):
+            raise UserError(f"{path}: {what} must be a list of env ids, got {v!r}")
+        return tasks
+
+    tasks = task_list(raw["tasks"], "tasks")
+    down = {}
+    if scale_down:
+        if raw.get("scale_down") is None:
+            raise UserError(f"{path} has no scale_down section: --scale-down needs one (see dwc sweep --help)")
+        down = mapping(raw["scale_down"], "scale_down")
+        if unknown := set(down) - SCALE_DOWN_KEYS:
+            raise UserError(f"{path}: scale_down: unknown key(s) {', '.join(sorted(unknown))}; "
+                            f"known: {', '.join(sorted(SCALE_DOWN_KEYS))}")
+        if "tasks" in down:  # a subset, so the scaled-down spec cannot drift from the full one
+            if extra := [t for t in task_list(down["tasks"], "scale_down: tasks") if t not in tasks]:
+                raise UserError(f"{path}: scale_down: tasks {', '.join(extra)} not in the spec's tasks")
+            tasks = [t for t in tasks if t in down["tasks"]]
+        for k in ("seeds", "steps"):
+            if k in down:
+                raw[k] = down[k]
     seeds = raw["seeds"]
     if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1:
         seeds = list(range(1, seeds + 1))
@@ -175,28 +233,28 @@ def load_spec(path: Path) -> Spec:
     for k in ("env", "seed"):
         if k in shared:
             raise UserError(f"{path}: options: {k} comes from {k}s, not options")
-    configs = {}
+    scaled = mapping(down.get("options") or {}, "scale_down: options")
+    hw_all = mapping(raw["hardware"], "hardware") if raw.get("hardware") is not None else None
+    hw_down = mapping(down.get("hardware") or {}, "scale_down: hardware")
+    configs, hardware = {}, {}
     for name, opts in mapping(raw["configs"], "configs", names=True).items():
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
             raise UserError(f"{path}: config name {name!r}: use letters, digits and _.+- (it names folders)")
-        for n, o in _expand(name, {**shared, **mapping(opts or {}, f"config {name}")}).items():
+        opts = mapping(opts or {}, f"config {name}")
+        hw = opts.pop("hardware", None)  # the config's own hardware keys, over the spec's (false: none)
+        if hw is False or (hw is None and hw_all is None):
+            hw = None
+        else:
+            hw = _hardware({**(hw_all or {}), **mapping(hw or {}, f"config {name}: hardware"), **hw_down},
+                           f"{path}: config {name}: hardware" if hw else f"{path}: hardware")
+        for n, o in _expand(name, {**shared, **opts}).items():
             if n in configs:
                 raise UserError(f"{path}: config {n} defined twice")
-            configs[n] = o
+            configs[n], hardware[n] = {**o, **scaled}, hw
     if not configs:
         raise UserError(f"{path}: configs is empty")
-    hardware = None
-    if raw.get("hardware") is not None:
-        from .fpga.synth import TARGETS
-        hw = mapping(raw["hardware"], "hardware")
-        if unknown := set(hw) - set(HARDWARE_KEYS):
-            raise UserError(f"{path}: hardware: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(HARDWARE_KEYS)}")
-        hardware = {**HARDWARE_KEYS, **hw}
-        if hardware["target"] != "none" and hardware["target"] not in TARGETS:
-            raise UserError(f"{path}: hardware: target {hardware['target']!r}: choose from {', '.join(TARGETS)} or none")
-        if hardware["episodes"] is not None and not (isinstance(hardware["episodes"], int) and hardware["episodes"] >= 1):
-            raise UserError(f"{path}: hardware: episodes must be an integer >= 1")
-    res = {**RESOURCE_KEYS, **mapping(raw.get("resources") or {}, "resources")}
+    res = {**RESOURCE_KEYS, **mapping(raw.get("resources") or {}, "resources"),
+           **mapping(down.get("resources") or {}, "scale_down: resources")}
     if unknown := set(res) - set(RESOURCE_KEYS):
         raise UserError(f"{path}: resources: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(RESOURCE_KEYS)}")
     if not (isinstance(res["cpus_per_run"], int) and res["cpus_per_run"] >= 1):
@@ -210,7 +268,7 @@ def load_spec(path: Path) -> Spec:
     from .rl.envs import check_env_id
     for t in tasks:  # fail before any run starts
         check_env_id(t).close()
-    spec = Spec(path, tasks, seeds, configs, hardware, res)
+    spec = Spec(path, tasks, seeds, configs, hardware, res, scaled_down=scale_down)
     spec.jobs(Path("."))  # builds and validates every run's config
     return spec
 
@@ -396,16 +454,18 @@ def _start_ray(address: str | None, cpus: int | None):
 
 
 def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, cpus: int | None = None,
-          progress: bool = True, log=print) -> dict:
-    """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state."""
+          progress: bool = True, log=print, scale_down: bool = False) -> dict:
+    """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state.
+    ``scale_down``: the spec with its scale_down section applied (default folder sweeps/SPEC-NAME-scale-down)."""
     import shutil
 
-    spec = load_spec(spec_path)
-    out = Path(out) if out else Path("sweeps") / Path(spec_path).stem
+    spec = load_spec(spec_path, scale_down=scale_down)
+    spec_path = spec.path  # a shipped spec's name resolved
+    out = Path(out) if out else Path("sweeps") / (spec_path.stem + "-scale-down" * scale_down)
     jobs = spec.jobs(out.resolve())
     todo = [j for j in jobs if not j.finished()]
     todo_ids = {j.id for j in todo}
-    state = {"spec": str(spec_path), "out": str(out), "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
+    state = {"spec": str(spec_path), "out": str(out), "scale_down": scale_down, "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
                                                      "config": j.config, "seed": j.seed,
                                                      "state": "todo" if j.id in todo_ids else "finished"} for j in jobs}}
     # the engine first: a sweep that cannot start writes nothing (no spec.yaml, sweep.json or folder)

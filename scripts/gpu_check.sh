@@ -5,7 +5,9 @@
 #      --device cuda; CUDA-trained checkpoints compile to the IR;
 #   2. `dwc train` with the default --device auto picks the GPU;
 #   3. scripts/bench_train.py --device cuda: SB3 vs our MLP vs the DWC actor, side by side, in float32
-#      (what --precision auto picks on a GPU) and with --precision bfloat16 (not yet measured on one).
+#      (what --precision auto picks on a GPU) and with --precision bfloat16 (not yet measured on one);
+#   4. scripts/bench_seeds.py --device cuda: 8 SAC seeds in one process (dwc train --seeds 1-8) against
+#      8 processes sharing the GPU, MLP and DWC actors (target: >= 3x the aggregate env-steps/s).
 # Usage: scripts/gpu_check.sh OUT_DIR   (with dwc installed: pip install -e ".[test,bench]")
 # Logs and the benchmarks' JSON land in OUT_DIR; each step has its own time limit.
 set -uo pipefail
@@ -31,6 +33,10 @@ step bench-1024 150 $py scripts/bench_train.py --device cuda --dwc-width 1024 --
     --which mlp,dwc-random,dwc-learnable --json "$out/bench_cuda_1024.json"
 step bench-1024-bf16 150 $py scripts/bench_train.py --device cuda --dwc-width 1024 --rounds 1 --precision bfloat16 \
     --which mlp,dwc-learnable --json "$out/bench_cuda_1024_bf16.json"
+step bench-seeds-mlp 600 $py scripts/bench_seeds.py --device cuda --env Hopper-v5 --policy mlp --ks 8 --rounds 1 \
+    --target 3 --json "$out/bench_seeds_cuda_mlp.json"
+step bench-seeds-dwc 600 $py scripts/bench_seeds.py --device cuda --env Hopper-v5 --policy dwc --width 256 --ks 8 \
+    --rounds 1 --target 3 --json "$out/bench_seeds_cuda_dwc256.json"
 step auto-device 60 $py -m dwc train --env InvertedPendulum-v5 --steps 400 --learning-starts 200 \
     --width 64 --lut-inputs 4 --thermo-bits 7 --eval-episodes 2 --no-progress --out "$out/auto-run"
 rm -rf "$out/auto-run"

@@ -393,7 +393,11 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[SeedRun], device: torch
                              "obs_dim": obs_dim, "act_dim": act_dim}
 
     def update(log: bool) -> None:
-        batch = [torch.stack(field) for field in zip(*(rb.sample(sc.batch_size, device) for rb in rbs))]
+        # ReplayBuffer.sample's draw from each seed's own buffer and generator, sent to the device as one
+        # (seeds, batch, ...) tensor per field
+        idx = [rb.rng.integers(0, rb.size, size=sc.batch_size) for rb in rbs]
+        batch = [torch.as_tensor(np.stack([getattr(rb, f)[i] for rb, i in zip(rbs, idx)]), device=device)
+                 for f in ReplayBuffer.FIELDS]
         noise_next = torch.stack([torch.randn(sc.batch_size, act_dim, device=device, generator=g) for g in gens])
         noise_pi = None
         if counters[0]["updates"] % sc.policy_frequency == 0:
