@@ -16,7 +16,10 @@ Our runs use --precision auto (float32) unless told; --precision bfloat16 measur
   mlp            our SAC (dwc.rl.train) with the float MLP actor; timed from metrics.jsonl
                  "charts/SPS" (one entry per 1000 steps).
   dwc-random     our SAC with the DWC actor, random wiring.
-  dwc-learnable  our SAC with the DWC actor, learnable wiring (the published default).
+  dwc-learnable  our SAC with the DWC actor, learnable wiring (the published default), its scores
+                 updated densely (--wiring-optim dense, the default).
+  dwc-sparse     the same with --wiring-optim sparse: only the candidates near each input's best one
+                 get a gradient and an Adam step.
   mlp-eager      (on request) our MLP SAC with --no-cuda-graphs: what the CUDA graphs bring.
   mlp-fp32       (on request) our MLP SAC with --precision float32: what bf16 matmuls bring
                  (with --precision bfloat16 for the others).
@@ -47,10 +50,15 @@ from dwc.ir.fast import cpu_model
 from dwc.rl.common import resolve_precision
 from dwc.rl.envs import check_env_id
 
-ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "mlp-eager", "mlp-fp32", "dwc-adam")
-DEFAULT = ALL[:4]
+ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "dwc-sparse", "mlp-eager", "mlp-fp32", "dwc-adam")
+DEFAULT = ALL[:5]
 WARMUP = 1000  # steps after learning starts that are not timed (one SPS window)
-TARGET = 1.5
+TARGET = 1.5  # our MLP SAC's steps/s over SB3's, and the DWC runs' time per step over the MLP's ...
+
+
+def dwc_target(width: int) -> float:
+    """... the DWC runs' target: 1.5x the MLP's time per step up to width 256, 2x above (published 1024)."""
+    return TARGET if width <= 256 else 2.0
 
 
 def bench_sb3(args) -> float:
@@ -83,7 +91,8 @@ def bench_sb3(args) -> float:
     return (total - start) / (timer.t1 - timer.t0)
 
 
-def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True, precision: str | None = None) -> float:
+def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True, precision: str | None = None,
+               wiring_optim: str = "dense") -> float:
     from dwc.config import TrainConfig
     from dwc.rl.train import train
 
@@ -92,7 +101,7 @@ def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True
                       device=args.device, cuda_graphs=graphs, precision=precision or args.precision)
     cfg.actor.policy = policy
     if wiring:
-        cfg.actor.wiring = wiring
+        cfg.actor.wiring, cfg.actor.wiring_optim = wiring, wiring_optim
         cfg.actor.width = args.dwc_width
     cfg.sac.learning_starts = args.learning_starts
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
@@ -146,6 +155,7 @@ def measure(name: str, args) -> float:
     return {"mlp": lambda: bench_ours(args, "mlp"),
             "dwc-random": lambda: bench_ours(args, "dwc", "random"),
             "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable"),
+            "dwc-sparse": lambda: bench_ours(args, "dwc", "learnable", wiring_optim="sparse"),
             "mlp-eager": lambda: bench_ours(args, "mlp", graphs=False),
             "mlp-fp32": lambda: bench_ours(args, "mlp", precision="float32")}[name]()
 
@@ -229,16 +239,17 @@ def main() -> None:
     checks["mlp_vs_sb3"] = {"target": f">= {TARGET}x", "measured": r, "pass": None if r is None else r >= TARGET}
     print(f"  our MLP SAC >= {TARGET}x SB3's steps/s: "
           + ("not measured (needs sb3 and mlp)" if r is None else f"{r:.2f}x -> {'PASS' if r >= TARGET else 'MISS'}"))
+    target = dwc_target(args.dwc_width)
     if (r := rows.get("dwc-adam", {}).get("time_per_step_vs_mlp")) is not None:
         print(f"  floor: Adam over the learnable DWC's parameters alone takes {r:.2f}x the MLP SAC's whole "
-              f"step (the target leaves the DWC {TARGET - 1:.2f}x on top of the MLP's step)")
-    for name in ("dwc-random", "dwc-learnable"):
+              f"step (the target leaves the DWC {target - 1:.2f}x on top of the MLP's step)")
+    for name in ("dwc-random", "dwc-learnable", "dwc-sparse"):
         r = rows.get(name, {}).get("time_per_step_vs_mlp")
-        checks[f"{name}_vs_mlp"] = {"target": f"<= {TARGET}x", "measured": r,
-                                    "pass": None if r is None else r <= TARGET}
-        print(f"  DWC actor ({name}) time per step <= {TARGET}x the MLP actor's: "
+        checks[f"{name}_vs_mlp"] = {"target": f"<= {target}x", "measured": r,
+                                    "pass": None if r is None else r <= target}
+        print(f"  DWC actor ({name}) time per step <= {target}x the MLP actor's (width {args.dwc_width}): "
               + ("not measured (needs mlp and " + name + ")" if r is None
-                 else f"{r:.2f}x -> {'PASS' if r <= TARGET else 'MISS'}"))
+                 else f"{r:.2f}x -> {'PASS' if r <= target else 'MISS'}"))
 
     if args.json:
         args.json.write_text(json.dumps({"context": context, "results": rows, "checks": checks}, indent=2) + "\n")
