@@ -73,9 +73,19 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
     return state, results
 
 
-def aggregate(state: dict, results: list[dict], intervals: bool = False) -> list[dict]:
+def _planned_actor(sweep_dir: Path | None, state: dict, task: str, config: str) -> dict | None:
+    """The actor config of a (task, config) none of whose runs finished yet, from the first of its
+    run directories that has a config.json (a run that started), or None."""
+    for rec in state["runs"].values() if sweep_dir else ():
+        if (rec["task"], rec["config"]) == (task, config) and (actor := _run_config(sweep_dir / rec["dir"]).get("actor")):
+            return actor
+    return None
+
+
+def aggregate(state: dict, results: list[dict], intervals: bool = False, sweep_dir: Path | None = None) -> list[dict]:
     """One row per (task, config) in the spec's order. ``intervals``: the returns get
-    :func:`dwc.stats.summarize` (IQM and bootstrap CIs, about a second a figure) instead of quartiles."""
+    :func:`dwc.stats.summarize` (IQM and bootstrap CIs, about a second a figure) instead of quartiles.
+    ``sweep_dir``: a row without a finished run takes its policy from a started run's config.json."""
     from collections import Counter
     planned = Counter((rec["task"], rec["config"]) for rec in state["runs"].values())
     groups: dict[tuple, list[dict]] = {key: [] for key in planned}
@@ -84,8 +94,8 @@ def aggregate(state: dict, results: list[dict], intervals: bool = False) -> list
     rows = []
     for (task, config), rs in groups.items():
         rs = sorted(rs, key=lambda r: r["seed"])
-        actor = (rs[0].get("options") or {}).get("actor") if rs else None
-        row = {"task": task, "config": config, "policy": rs[0]["policy"] if rs else None,
+        actor = (rs[0].get("options") or {}).get("actor") if rs else _planned_actor(sweep_dir, state, task, config)
+        row = {"task": task, "config": config, "policy": rs[0]["policy"] if rs else (actor or {}).get("policy"),
                "model": circuit_size(actor) if actor else None,
                "seeds": [r["seed"] for r in rs], "planned": planned[task, config],
                "train_steps": min((r["train_steps"] for r in rs), default=None)}
@@ -357,7 +367,7 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
     sweep_dir = Path(sweep_dir)
     state, results = load_runs(sweep_dir)
     baselines = check_baselines(state, baselines)  # a bad --baseline fails before seconds of bootstrap
-    rows = aggregate(state, results, intervals=True)
+    rows = aggregate(state, results, intervals=True, sweep_dir=sweep_dir)
     failed = {rid: rec.get("error") for rid, rec in state["runs"].items() if rec.get("state") == "failed"}
     curves = plot_curves(sweep_dir, results)
     rep = {"sweep": str(sweep_dir), "runs_planned": len(state["runs"]), "runs_finished": len(results),

@@ -112,3 +112,45 @@ def test_paper_spec_scaled_down_end_to_end(tmp_path, capsys):
         assert p["figure"] == ("float" if p["policy"] == "mlp" else "frozen")
         assert p["ratio_to_published"] == pytest.approx(p["median"] / p["published_median"])
     print(f"scaled-down paper sweep: {swept:.0f} s, with the report {time.monotonic() - t0:.0f} s")
+
+
+def test_report_sets_each_row_beside_the_published_median(tmp_path, monkeypatch):
+    """From 5 seeds the medians and IQMs get CIs; a config whose runs started but none finished has
+    the published figure and dashes; the budget is steps x finished seeds against 1M x 10."""
+    from dwc import stats
+    from dwc.report import report, text
+    monkeypatch.setattr(stats, "REPS", 200)
+    monkeypatch.setattr(stats, "POI_REPS", 100)
+    returns = {1: 2900.0, 2: 3100.0, 3: 3300.0, 4: 2500.0, 5: 3500.0}
+    runs = {}
+    for seed in returns:
+        for config in ("dwc", "mlp"):
+            rid = f"Hopper-v5/{config}/seed{seed}"
+            runs[rid] = {"dir": f"runs/{rid}", "task": "Hopper-v5", "config": config, "seed": seed, "state": "todo"}
+            d = tmp_path / "runs" / rid
+            (d / "run").mkdir(parents=True)
+            cfg = TrainConfig(env="Hopper-v5", seed=seed, steps=200_000)
+            cfg.actor.policy = config
+            (d / "run" / "config.json").write_text(json.dumps(cfg.to_dict()))
+            if config == "mlp":  # started, not finished
+                continue
+            (d / "run" / "metrics.jsonl").write_text(json.dumps({"step": 100, "charts/episodic_return": 1.0}) + "\n")
+            r = returns[seed]
+            (d / "result.json").write_text(json.dumps({
+                "id": rid, "task": "Hopper-v5", "config": config, "seed": seed, "policy": "dwc", "train_steps": 200_000,
+                "episodes": 1, "float_return": r + 1, "float_returns": [r + 1], "frozen_return": r,
+                "frozen_returns": [r], "hardware": None, "rtl_return": None, "rtl_equals_frozen": None}))
+            runs[rid]["state"] = "finished"
+    (tmp_path / "sweep.json").write_text(json.dumps({"spec": "s.yaml", "out": str(tmp_path), "runs": runs}))
+    rep = report(tmp_path)
+    dwc, mlp = rep["paper"]["rows"]
+    assert (dwc["config"], dwc["model"], dwc["figure"], dwc["n"]) == ("dwc", "2 x 1024 LUT6", "frozen", 5)
+    assert dwc["median"] == 3100.0 and dwc["median_ci_low"] <= 3100.0 <= dwc["median_ci_high"]
+    assert dwc["ci_low"] <= dwc["iqm"] <= dwc["ci_high"] and dwc["note"] is None
+    assert dwc["published_median"] == 3120 and dwc["ratio_to_published"] == pytest.approx(3100 / 3120)
+    assert dwc["budget_ratio"] == pytest.approx(200_000 * 5 / 1e7)
+    assert mlp["n"] is None and mlp["published_median"] == 2797 and mlp["budget_ratio"] is None
+    out = text(rep)
+    line = next(l for l in out.splitlines() if l.startswith("Hopper-v5  dwc") and "3120" in l)
+    assert "3100.0 [" in line and "0.99" in line and "200,000 x 5" in line and "0.10" in line
+    assert next(l for l in out.splitlines() if l.startswith("Hopper-v5  mlp") and "2797" in l).count("- x 0/5")
