@@ -175,3 +175,25 @@ def test_the_sparse_update_is_refused_where_it_does_not_apply(tmp_path):
     for extra in (["--wiring", "random"], ["--policy", "mlp"], ["--algo", "ppo"]):
         assert_one_line_error(run_cli("train", "--env", ENV, "--wiring-optim", "sparse", *extra,
                                       "--out", str(tmp_path / "r")), "--wiring-optim sparse applies to")
+
+
+@pytest.mark.parametrize("optim", ["dense", "sparse"])
+@pytest.mark.parametrize("sources,bits", [(21 * 7, 7), (200, 0), (70, 0)])
+def test_argmax_and_support_are_the_exact_ones(optim, sources, bits):
+    """A layer that needs the softmax's support reads its argmax off the support's entries: still
+    the first index of each slot's maximum (ties included), and the support every entry within the
+    margin, in row-major order; with a source mask too."""
+    torch.manual_seed(0)
+    pool = torch.arange(0, sources, 2) if bits else None
+    layer = LUTLayer(sources, 40, 6, thermometer_bits=bits, wiring_optim=optim, source_pool=pool)
+    for trial in range(3):
+        with torch.no_grad():
+            w = layer.wiring_weights
+            w.copy_(torch.rand_like(w) if trial == 0 else torch.randn_like(w) if trial == 1 else
+                    torch.round(torch.rand_like(w) * 20) / 20)  # the last with many ties
+        scores = w.detach() if pool is None else w.detach().masked_fill(~layer.allowed[:, None], float("-inf"))
+        top = scores.max(0).values
+        first = torch.argmax((scores == top).to(torch.uint8), 0)  # torch's argmax picks the first of equal ones
+        assert torch.equal(layer.wiring_indices().flatten(), first), trial
+        src, slot, _ = layer._support()
+        assert torch.equal(torch.stack([src, slot], 1), torch.nonzero(scores >= top - SOFTMAX_MARGIN * layer.tau))

@@ -107,25 +107,37 @@ def column_max(w: torch.Tensor, maxima: torch.Tensor | None = None) -> tuple[tor
     return top, start + _first_true_row(inside == top)
 
 
-def near_max(w: torch.Tensor, top: torch.Tensor, margin: float,
-             maxima: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rows, cols) of every entry with ``w >= top - margin`` (top = the column maxima).
+def near_max(w: torch.Tensor, top: torch.Tensor, margin: float, maxima: torch.Tensor | None = None,
+             with_values: bool = False) -> tuple[torch.Tensor, ...]:
+    """(rows, cols) of every entry with ``w >= top - margin`` (top = the column maxima), and with
+    ``with_values`` the entries themselves.
 
     On CPU only the row blocks whose maximum reaches the threshold are searched (for a learnable
     wiring at tau ~ 1e-3 about one block per column): ~7x faster than ``nonzero`` over the whole
     matrix, which on CPU is a slow two-pass scan. The order is not sorted."""
     thr = top - margin
     if not _blocked(w):
-        return torch.nonzero(w >= thr, as_tuple=True)
+        rows, cols = torch.nonzero(w >= thr, as_tuple=True)
+        return (rows, cols, w[rows, cols]) if with_values else (rows, cols)
     if maxima is None:
         maxima = _block_maxima(w)
     blk, col = torch.nonzero(maxima >= thr, as_tuple=True)
     rows_of = blk[:, None] * BLOCK + torch.arange(BLOCK, device=w.device)  # (pairs, BLOCK)
     inside = rows_of < w.shape[0]  # the last block may be short
     rows_of = rows_of.clamp_(max=w.shape[0] - 1)
-    hit = (_column_entries(w, rows_of, col[:, None].expand_as(rows_of)) >= thr[col][:, None]) & inside
-    pair, r = torch.nonzero(hit, as_tuple=True)
-    return rows_of[pair, r], col[pair]
+    values = _column_entries(w, rows_of, col[:, None].expand_as(rows_of))
+    pair, r = torch.nonzero((values >= thr[col][:, None]) & inside, as_tuple=True)
+    return (rows_of[pair, r], col[pair]) + ((values[pair, r],) if with_values else ())
+
+
+def first_max_among(rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, top: torch.Tensor,
+                    n_rows: int) -> torch.Tensor:
+    """The first row of each column's maximum ``top`` among the entries (rows, cols, values) of a
+    (n_rows, len(top)) matrix that include every entry equal to it: what ``column_max`` finds, from
+    ``near_max``'s entries without another search of the matrix."""
+    best = values == top[cols]
+    first = torch.full(top.shape, n_rows, dtype=torch.int64, device=top.device)
+    return first.scatter_reduce_(0, cols[best], rows[best], "amin")
 
 
 class _LutLookup(torch.autograd.Function):
@@ -325,11 +337,22 @@ class LUTLayer(nn.Module):
         return self._cached("scores", lambda: self._masked(self.wiring_weights.detach()))
 
     def _top(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """(column maxima, first argmax, the block maxima both were found from, or None)."""
+        """(column maxima, first argmax, the block maxima both were found from, or None).
+
+        Where the training backward needs the softmax's support (a sparse update, or an input that
+        takes a gradient), the support is found first and the argmax read off its entries: the same
+        first index of the maximum, one search of the score matrix instead of two."""
         def compute():
             w = self._scores()
-            maxima = _block_maxima(w) if _blocked(w) else None
-            return (*column_max(w, maxima=maxima), maxima)
+            if not _blocked(w):
+                return (*column_max(w), None)
+            maxima = _block_maxima(w)
+            if not (self.sparse_softmax and (self.wiring_optim == "sparse" or not self.thermometer_bits)):
+                return (*column_max(w, maxima=maxima), maxima)
+            top = maxima.amax(0)
+            src, slot, values = near_max(w, top, SOFTMAX_MARGIN * self.tau, maxima=maxima, with_values=True)
+            self._cache["near"] = (src, slot)  # for _support, under the same weights
+            return top, first_max_among(src, slot, values, top, w.shape[0]), maxima
         return self._cached("max", compute)
 
     def _argmax(self) -> torch.Tensor:
@@ -363,7 +386,7 @@ class LUTLayer(nn.Module):
         def compute():
             w = self._scores()
             top, _, maxima = self._top()
-            src, slot = near_max(w, top, SOFTMAX_MARGIN * self.tau, maxima=maxima)
+            src, slot = self._cache.get("near") or near_max(w, top, SOFTMAX_MARGIN * self.tau, maxima=maxima)
             order = torch.argsort(src * w.shape[1] + slot)  # CSR: row-major
             src, slot = src[order], slot[order]
             rows = torch.bincount(src, minlength=w.shape[0]).cumsum(0)
