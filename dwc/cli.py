@@ -695,6 +695,7 @@ def cmd_hil(args) -> int:
     print(json.dumps(r, indent=2) if args.json else hil_text(r))
     return 0 if r["passed"] else 1
 
+
 BOARD_SIM_HELP = """\
 examples:
   dwc board-sim build/ip                                      # listens on 127.0.0.1:5555

@@ -7,7 +7,10 @@ bit flipped) and cut into 4-bit digits; each digit is compared once with every c
 dimension's thresholds need (``digit >= k``, a 4-input function: one LUT4), and these are shared by
 all thresholds of the dimension. Each threshold then only combines its digits' results, lowest
 first: ``r = (digit > t_digit) | (digit >= t_digit) & r``. Plain logic, no arithmetic, so synthesis
-maps it to LUTs on every family whatever its options. Measured on the comparator bank alone (Yosys
+maps it to LUTs on every family whatever its options. In the core the bank is registered
+(``registered``): each threshold's result over its lower digits and the top digit's compares are
+flip-flops, which take the place of the core's input register (same latency), so one LUT level is
+left between them and the comparator bits. Measured on the comparator bank alone (Yosys
 0.70; LUT4 sites = LUT4 + 2 per CCU2C): Hopper DWC, 326 comparators, ECP5 1,237 sites (one full-width
 compare per threshold: 5,449 as carry chains, 1,299 as soft logic), iCE40 1,234 LUT4 (4,562 SB_CARRY),
 xc7 1,008 LUT6 (1,379 LUT + 325 CARRY4). docs/comparators/ has the figures and the lowerings tried.
@@ -65,12 +68,20 @@ def at_least(u, k: int, width: int):
 class ComparatorBank(wiring.Component):
     """Thermometer bits: ``bits[c] = obs[dim_c] >= threshold_c`` (signed compare with a constant).
     ``lowering``: ``shared`` or ``full`` (module docstring). ``carry`` (``full`` only): the Verilog
-    cell computes each compare as a carry out (``dwc_cmp_carry``), for deep pipelines."""
+    cell computes each compare as a carry out (``dwc_cmp_carry``), for deep pipelines.
+    ``registered`` (``shared`` only): the bank's first part is registered (``sync``): per threshold
+    the result over all digits but the top one, and the top digit's compares; the bits come one
+    cycle after ``obs``, one LUT level after those registers. The core uses these registers as its
+    input register."""
 
-    def __init__(self, graph: Graph, cells: str = "native", carry: bool = False, lowering: str = "shared"):
+    def __init__(self, graph: Graph, cells: str = "native", carry: bool = False, lowering: str = "shared",
+                 registered: bool = False):
         check_cells(cells)
         check_comparators(lowering)
+        if registered and lowering != "shared":
+            raise ValueError("only the shared lowering registers its digit compares")
         self.graph, self.cells, self.carry, self.lowering = graph, cells, carry, lowering
+        self.registered = registered
         super().__init__({"obs": In(obs_layout(graph)), "bits": Out(max(1, len(graph.comparators)))})
 
     def elaborate(self, platform):
@@ -93,7 +104,10 @@ class ComparatorBank(wiring.Component):
         return m
 
     def _shared(self, m: Module, digits: dict, dim: int, threshold: int):
-        """``obs[dim] >= threshold`` from the dimension's shared digit compares."""
+        """``obs[dim] >= threshold`` from the dimension's shared digit compares, lowest digit first:
+        ``r = ge(digit, t) & (ge(digit, t + 1) | r)`` (``>= t + 1`` implies ``>= t``, so this is
+        ``digit > t | digit == t & r`` in a form that maps to one LUT4 per step pair). ``registered``:
+        the result over all digits but the top one, and the top digit's compares, are registers."""
         width = self.graph.obs_formats[dim].width
         if (dim, "u") not in digits:  # the unsigned code: signed order = unsigned order with the sign bit flipped
             x = self.obs[f"o{dim}"]
@@ -101,6 +115,7 @@ class ComparatorBank(wiring.Component):
             m.d.comb += u.eq(Cat(x[:width - 1], ~x[width - 1]))
             digits[dim, "u"] = u
         u = digits[dim, "u"]
+        top = (width - 1) // DIGIT * DIGIT  # the top digit's lowest bit
 
         def ge(lo: int, k: int):  # digit at bit ``lo`` >= k, one signal per (dimension, digit, k)
             w = min(DIGIT, width - lo)
@@ -108,13 +123,23 @@ class ComparatorBank(wiring.Component):
                 return at_least(u[lo:lo + w], k, w)
             if (dim, lo, k) not in digits:
                 s = Signal(name=f"u{dim}_d{lo // DIGIT}_ge{k}")
-                m.d.comb += s.eq(at_least(u[lo:lo + w], k, w))
+                m.d["sync" if self.registered and lo == top else "comb"] += s.eq(at_least(u[lo:lo + w], k, w))
                 digits[dim, lo, k] = s
             return digits[dim, lo, k]
 
+        def digit(lo: int) -> int:
+            return (t >> lo) & ((1 << min(DIGIT, width - lo)) - 1)
+
         t = threshold + (1 << (width - 1))
-        r = ge(0, t & ((1 << min(DIGIT, width)) - 1))
-        for lo in range(DIGIT, width, DIGIT):
-            d = (t >> lo) & ((1 << min(DIGIT, width - lo)) - 1)
-            r = ge(lo, d + 1) | (ge(lo, d) & r)
-        return r
+        if top == 0:
+            return ge(0, digit(0))
+        r = ge(0, digit(0))
+        for lo in range(DIGIT, top, DIGIT):
+            r = ge(lo, digit(lo)) & (ge(lo, digit(lo) + 1) | r)
+        if self.registered:  # one register per distinct low part of the dimension's thresholds
+            key = (dim, "low", t & ((1 << top) - 1))
+            if key not in digits:
+                digits[key] = Signal(name=f"u{dim}_low{t & ((1 << top) - 1)}")
+                m.d.sync += digits[key].eq(r)
+            r = digits[key]
+        return ge(top, digit(top)) & (ge(top, digit(top) + 1) | r)

@@ -11,7 +11,8 @@ and tools.
 Timing contract: ``obs`` and ``valid_in`` are sampled on a rising edge; ``action``/``valid_out``
 show the result ``latency`` edges later (``DWCCore.latency``); a new observation may enter every
 cycle. ``pipeline=0`` is the minimum-latency design (registered inputs and outputs around one
-combinational core, latency 2); each extra stage adds a register cut and one cycle of latency: the
+combinational core, latency 2; with the shared comparator bank the input register is the bank's
+first part, its digit compares, which the observation feeds directly); each extra stage adds a register cut and one cycle of latency: the
 first ones after the comparators, after each LUT layer and after the popcounts, the rest split the
 popcount adder trees evenly (their depth, not the LUTs, bounds Fmax once the layers are cut).
 """
@@ -119,13 +120,20 @@ class DWCCore(wiring.Component):
             return reg
 
         if self.scope == "policy":
-            obs = Signal(obs_layout(g), name="obs_r")
-            m.d.sync += obs.eq(self.obs)
             # the full lowering in deep pipelines keeps carry chains in synthesis (fpga.synth.default_options):
-            # the carry-out form lets the comparator register pack at the chain's end
+            # the carry-out form lets the comparator register pack at the chain's end. The shared one
+            # takes the observation's register into the bank: it registers each threshold's result over
+            # the lower digits (and the top digit's compares) in its place, so one LUT level is left
+            # before the next register (Hopper DWC, pipeline max, ECP5: docs/comparators/)
+            shared = self.comparators == "shared"
             m.submodules.comparators = bank = ComparatorBank(g, cells, carry=bool(self.tree_cuts),
-                                                             lowering=self.comparators)
-            m.d.comb += bank.obs.eq(obs)
+                                                             lowering=self.comparators, registered=shared)
+            if shared:
+                m.d.comb += bank.obs.eq(self.obs)
+            else:
+                obs = Signal(obs_layout(g), name="obs_r")
+                m.d.sync += obs.eq(self.obs)
+                m.d.comb += bank.obs.eq(obs)
             bits = cut(bank.bits, "cmp_r")
         else:
             bits = Signal(len(self.bits), name="bits_r")

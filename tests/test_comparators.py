@@ -32,20 +32,25 @@ def probe_graph(formats: list[FixedFormat], per_dim: int, seed: int) -> Graph:
                  [[0, 1]] * n, meta={"env": "probe"})
 
 
-def bank_bits(g: Graph, lowering: str, q: np.ndarray) -> np.ndarray:
-    """The bank in Amaranth's simulator (combinational): bits for every row of ``q``."""
+def bank_bits(g: Graph, lowering: str, q: np.ndarray, registered: bool = False) -> np.ndarray:
+    """The bank in Amaranth's simulator: bits for every row of ``q`` (``registered``: read a clock
+    edge after the observation is set, the digit compares being registers)."""
     from amaranth.sim import Simulator
-    bank = ComparatorBank(g, "native", lowering=lowering)
+    bank = ComparatorBank(g, "native", lowering=lowering, registered=registered)
     got = []
 
     async def bench(ctx):
         for row in q:
             for d in range(g.obs_dim):
                 ctx.set(bank.obs[f"o{d}"], int(row[d]))
+            if registered:
+                await ctx.tick()
             v = ctx.get(bank.bits)
             got.append([(v >> c) & 1 for c in range(len(g.comparators))])
 
     sim = Simulator(bank)
+    if registered:
+        sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
     return np.array(got, dtype=np.uint8)
@@ -76,14 +81,15 @@ def edge_codes(g: Graph, n_random: int, seed: int) -> np.ndarray:
     return np.concatenate(rows).astype(np.int64)
 
 
-@pytest.mark.parametrize("lowering", COMPARATORS)
+@pytest.mark.parametrize("lowering,registered", [("shared", False), ("shared", True), ("full", False)])
 @pytest.mark.parametrize("widths", [(2, 3, 4), (5, 7), (8,), (9, 12)])
-def test_every_code_of_small_formats(widths, lowering):
+def test_every_code_of_small_formats(widths, lowering, registered):
     """Exhaustive: each dimension through all its codes, 2- to 12-bit formats (digits cut short,
-    a format narrower than one digit), thresholds at and past both ends."""
+    a format narrower than one digit), thresholds at and past both ends; the shared bank with its
+    digit compares combinational and registered (as in the core)."""
     g = probe_graph([FixedFormat(w, 0) for w in widths], 24, seed=sum(widths))
     q = every_code(g)
-    assert np.array_equal(bank_bits(g, lowering, q), ref.comparator_bits(g, q))
+    assert np.array_equal(bank_bits(g, lowering, q, registered), ref.comparator_bits(g, q))
 
 
 @pytest.mark.parametrize("lowering", COMPARATORS)

@@ -43,11 +43,16 @@ def run_with_reset(core: DWCCore, q: np.ndarray, reset_at: int, reset_cycles: in
     return fed, seen
 
 
+@pytest.mark.parametrize("comparators", ["shared", "full"])
 @pytest.mark.parametrize("pipeline", [0, "max"])
-def test_reset_drops_what_is_in_flight_and_the_next_observation_is_exact(pipeline):
+def test_reset_drops_what_is_in_flight_and_the_next_observation_is_exact(pipeline, comparators):
+    """Both comparator lowerings: the shared bank's registers take the input register's place, so
+    the latency (2 + pipeline cycles) and the reset behaviour are the same."""
     g = random_graph(2)
-    core = DWCCore(g, max_pipeline(g) if pipeline == "max" else pipeline)
+    p = max_pipeline(g) if pipeline == "max" else pipeline
+    core = DWCCore(g, p, comparators=comparators)
     lat = core.latency
+    assert lat == 2 + p == core.port_description()["latency_cycles"]
     q = inputs_for(g, 3 * lat + 6, 2)
     want = ref.actions_int(g, q)
     reset_at = lat + 2  # observations 0 .. lat+1 have entered; some are still in the pipeline
