@@ -179,7 +179,8 @@ def main() -> None:
                         "AVX512-BF16); mlp-fp32 is always float32")
     p.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of every run; medians are "
                                                           "reported (default 3)")
-    p.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    p.add_argument("--json", type=Path, help="also write the results to this JSON file (after each round the "
+                                             "rounds so far, marked partial)")
     args = p.parse_args()
     which = [w.strip() for w in args.which.split(",") if w.strip()]
     if bad := [w for w in which if w not in ALL]:
@@ -216,6 +217,9 @@ def main() -> None:
             with ProcessPoolExecutor(1, mp_context=spawn) as pool:
                 rounds[name].append(pool.submit(measure, name, args).result())
             print(f"  {name}: {rounds[name][-1]:.1f} env-steps/s", flush=True)
+        if args.json and r + 1 < args.rounds:  # a run stopped early keeps the rounds it finished
+            args.json.write_text(json.dumps({"context": context, "rounds_done": r + 1, "partial": True,
+                                             "sps_rounds": rounds}, indent=2) + "\n")
     sps = {name: statistics.median(v) for name, v in rounds.items()}
 
     def ratio(a, b):
