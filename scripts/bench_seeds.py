@@ -2,9 +2,11 @@
 seeds as K separate processes running at the same time (dwc train --seed S, one per seed), side by side.
 
 What is measured, for every K of --ks and every mode:
-  wall: seconds from the first process's start to the last one's end (imports, --learning-starts
-      random-action steps, --measure-steps update steps and the final 1-episode evaluation) and the
-      aggregate rate K x steps / wall: the ratio compared with the target;
+  training: seconds from the first process's "training ..." line (imports and setup done) to the
+      last one's end (--learning-starts random-action steps, --measure-steps update steps and the
+      final 1-episode evaluation) and the aggregate rate K x steps / that time: the ratio compared
+      with the target (a long run pays the imports once, so they are left out);
+  wall: the same from the processes' start (imports included);
   aggregate env-steps/s in the update phase, when --measure-steps >= 2000: every env step does one
       gradient update per seed; the first 1000 steps after --learning-starts are warm-up, the rest
       timed from metrics.jsonl "charts/SPS" (one entry per 1000 steps). Together: K x the seeds'
@@ -15,8 +17,9 @@ Modes: "separate" (each process --threads 1, the default) and "together-tN" for 
 --together-threads (the one process with --threads N).
 Runs are interleaved: every round measures every (K, mode) once, the mode order reversed every other
 round, and medians over rounds are reported; the machine's load average is recorded before and after
-each measurement, with the other processes using the CPU at the start (name and %CPU), since on a
-shared machine K processes get K shares of the CPU where one process gets one.
+each measurement, with the other processes using the CPU at the start (name and %CPU). With Linux's
+autogroup scheduling (recorded) the K processes and the one process, all started from this script's
+session, get the same share of a busy machine; without it K processes would get K shares.
 
 Example (what docs/bench-seeds/ holds):
   .venv/bin/python scripts/bench_seeds.py --env Hopper-v5 --policy mlp --ks 2,4 --together-threads 1,2 \\
@@ -33,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +57,15 @@ def load_snapshot(exclude: set[int]) -> dict:
     except (OSError, ValueError, subprocess.SubprocessError):
         pass
     return {"loadavg_1min": os.getloadavg()[0], "busy_processes": top}
+
+
+def _autogroup() -> bool | None:
+    """Whether Linux shares the CPU between sessions (autogroups) rather than threads: then the K
+    processes, started from this one, get the one session's share that the single process gets."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return None
 
 
 def train_args(args, out: Path, threads: int) -> list[str]:
@@ -83,28 +96,50 @@ def measure(args, k: int, mode: str, tmp: Path) -> dict:
         cmds = [train_args(args, folder / f"seed{s}", 1) + ["--seed", str(s)] for s in range(1, k + 1)]
     else:
         cmds = [train_args(args, folder, int(mode.removeprefix("together-t"))) + ["--seeds", f"1-{k}"]]
-    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for c in cmds]
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
+    started: dict[int, float] = {}  # process index -> when it printed "training ..."
+    ended: dict[int, float] = {}
+    errors: dict[int, list[str]] = {i: [] for i in range(len(procs))}
+
+    def watch(i: int, stream) -> None:
+        for line in stream:
+            if line.startswith("training ") and i not in started:
+                started[i] = time.perf_counter()
+        ended[i] = time.perf_counter()
+
+    def keep(i: int, stream) -> None:  # read as it comes: a full pipe would stall the run
+        errors[i] += list(stream)
+    watchers = [threading.Thread(target=f, args=(i, s), daemon=True)
+                for i, p in enumerate(procs) for f, s in ((watch, p.stdout), (keep, p.stderr))]
+    for w in watchers:
+        w.start()
     try:
         time.sleep(min(20.0, 2.0 + k))  # the load with our processes past their imports
         load_start = load_snapshot({os.getpid()} | {p.pid for p in procs})
-        for p, c in zip(procs, cmds):
-            _, err = p.communicate()
-            if p.returncode:
-                raise SystemExit(f"failed ({p.returncode}): {' '.join(c)}\n{err[-2000:]}")
+        for i, (p, c) in enumerate(zip(procs, cmds)):
+            if p.wait():
+                for w in watchers:
+                    w.join()
+                raise SystemExit(f"failed ({p.returncode}): {' '.join(c)}\n{''.join(errors[i])[-2000:]}")
     finally:  # stopped (Ctrl-C) or failed: no training left behind
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+    for w in watchers:
+        w.join()
     wall = time.perf_counter() - t0
+    if len(started) < len(procs):
+        raise SystemExit(f"{mode} K={k}: a run never printed its 'training ...' line")
+    training = max(ended.values()) - min(started.values())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     rates = [update_rate(folder / f"seed{s}", args) for s in range(1, k + 1)]
     steps = k * (args.learning_starts + args.measure_steps)
     agg = sum(rates) if None not in rates else None
     shutil.rmtree(folder, ignore_errors=True)
-    return {"k": k, "mode": mode, "update_phase_sps": agg, "per_seed_sps": rates, "wall_s": wall,
-            "wall_sps": steps / wall, "cpu_s": cpu, "cpu_ms_per_step": 1000.0 * cpu / steps,
+    return {"k": k, "mode": mode, "training_s": training, "training_sps": steps / training,
+            "update_phase_sps": agg, "per_seed_sps": rates, "wall_s": wall, "wall_sps": steps / wall, "cpu_s": cpu, "cpu_ms_per_step": 1000.0 * cpu / steps,
             "load_during": load_start, "loadavg_after": os.getloadavg()[0]}
 
 
@@ -148,7 +183,7 @@ def main() -> None:
                "env": args.env, "policy": args.policy, "learning_starts": args.learning_starts,
                "measure_steps": args.measure_steps, "rounds": args.rounds,
                "command": " ".join([Path(sys.executable).name] + sys.argv),
-               "load_at_start": load_snapshot({os.getpid()})}
+               "load_at_start": load_snapshot({os.getpid()}), "sched_autogroup": _autogroup()}
     if args.policy in ("dwc", "gates"):
         context.update(width=args.width, thermo_bits=args.thermo_bits, wiring=args.wiring)
     print("machine: " + ", ".join(f"{k}={context[k]}" for k in ("cpu", "cpus", "gpu", "device", "torch")
@@ -169,7 +204,8 @@ def main() -> None:
                         args.json.parent.mkdir(parents=True, exist_ok=True)
                         args.json.write_text(json.dumps({"context": context, "measurements": results}, indent=2) + "\n")
                     phase = m["update_phase_sps"]
-                    print(f"  aggregate {m['wall_sps']:.1f} env-steps/s over the wall time ({m['wall_s']:.0f} s)"
+                    print(f"  aggregate {m['training_sps']:.1f} env-steps/s over the training ({m['training_s']:.0f} s), "
+                          f"{m['wall_sps']:.1f} over the wall time ({m['wall_s']:.0f} s)"
                           + (f", {phase:.1f} in the update phase" if phase else "")
                           + f"; CPU {m['cpu_ms_per_step']:.1f} ms/step; load {m['load_during']['loadavg_1min']:.2f} -> "
                             f"{m['loadavg_after']:.2f}", flush=True)
@@ -178,23 +214,25 @@ def main() -> None:
         values = [m[key] for m in results if m["k"] == k and m["mode"] == mode]
         return None if None in values else statistics.median(values)
 
-    print(f"\n{'K':>3} {'mode':<14}{'wall sps':>10}{'vs separate':>13}{'update-phase sps':>18}{'vs separate':>13}"
-          f"{'CPU ms/step':>13}{'CPU vs sep.':>13}")
+    print(f"\n{'K':>3} {'mode':<14}{'training sps':>13}{'vs separate':>13}{'wall sps':>10}{'vs separate':>13}"
+          f"{'update-phase sps':>18}{'vs separate':>13}{'CPU ms/step':>13}{'CPU vs sep.':>13}")
     table, checks = [], {}
     for k in ks:
         for mode in modes:
             row = {"k": k, "mode": mode, **{key: median(k, mode, key) for key in
-                                           ("wall_sps", "update_phase_sps", "cpu_ms_per_step")}}
-            row["ratio_vs_separate"] = row["wall_sps"] / median(k, "separate", "wall_sps")
+                                           ("training_sps", "wall_sps", "update_phase_sps", "cpu_ms_per_step")}}
+            row["ratio_vs_separate"] = row["training_sps"] / median(k, "separate", "training_sps")
+            row["wall_ratio_vs_separate"] = row["wall_sps"] / median(k, "separate", "wall_sps")
             phase, base = row["update_phase_sps"], median(k, "separate", "update_phase_sps")
             row["update_phase_ratio_vs_separate"] = phase / base if phase and base else None
             # work per env step, separate / this: > 1 means fewer CPU seconds for the same training
             row["cpu_efficiency_vs_separate"] = median(k, "separate", "cpu_ms_per_step") / row["cpu_ms_per_step"]
-            row["rounds_wall_sps"] = [m["wall_sps"] for m in results if m["k"] == k and m["mode"] == mode]
+            row["rounds_training_sps"] = [m["training_sps"] for m in results if m["k"] == k and m["mode"] == mode]
             table.append(row)
             ph = "-" if phase is None else f"{phase:.1f}"
             phr = "-" if row["update_phase_ratio_vs_separate"] is None else f"{row['update_phase_ratio_vs_separate']:.2f}x"
-            print(f"{k:>3} {mode:<14}{row['wall_sps']:>10.1f}{row['ratio_vs_separate']:>12.2f}x{ph:>18}{phr:>13}"
+            print(f"{k:>3} {mode:<14}{row['training_sps']:>13.1f}{row['ratio_vs_separate']:>12.2f}x"
+                  f"{row['wall_sps']:>10.1f}{row['wall_ratio_vs_separate']:>12.2f}x{ph:>18}{phr:>13}"
                   f"{row['cpu_ms_per_step']:>13.2f}{row['cpu_efficiency_vs_separate']:>12.2f}x")
     kmax = max(ks)
     target = args.target if args.target is not None else (TARGETS.get(kmax) if args.device == "cpu" else None)
