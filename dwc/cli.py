@@ -509,12 +509,21 @@ examples:
   dwc verify build/ip                                  # 3 episodes on the graph's env, Verilator
   dwc verify build/ip --episodes 10 --sim icarus       # the second simulator
   dwc verify build/ip --netlist                        # also the netlist yosys synthesises
+  dwc verify build/ip --bitstream                      # also every bitstream dwc synth built in build/ip
+  dwc verify build/ip --bitstream --target ice40-up5k  # only that one
   dwc verify --formal build/ip                         # proofs for all inputs instead (yosys SAT)
   dwc verify --formal build/ip --formal-timeout 120 --formal-proof reference
 
 Exit status 0 only when the circuit matched the reference executor on every vector and every
 closed-loop step, with the declared latency; 1 otherwise (the first mismatch is printed, and a
 waveform of it written under BUILD/verify/). BUILD/verify_report.json holds the figures.
+
+--bitstream checks the FPGA image itself, in the same two benches: an iCE40 bitstream (top.bin) is
+decoded back into a netlist with Project IceStorm (apt-get install fpga-icestorm), LUT contents and
+routing included; an ECP5 bitstream cannot be decoded, so nextpnr runs again with the recorded
+command and its routed netlist is simulated with yosys' ECP5 cell models, once its configuration has
+packed into the very same top.bit. Either is driven through the serial shell dwc synth placed
+(observations shifted in, actions shifted out, one at a time): minutes on a shipped policy.
 
 --formal proves, for every input sequence: dwc_core.v equals the IR written as plain Verilog
 through the timing contract (latency, valid, reset), and the synthesised netlist equals dwc_core.v.
@@ -541,6 +550,13 @@ def _add_verify(sub):
     p.add_argument("--vectors", type=int, default=1000, help="random vectors in the vector bench (default 1000)")
     p.add_argument("--netlist", action="store_true",
                    help="also run both benches on the gate-level netlist yosys synthesises from the Verilog")
+    p.add_argument("--bitstream", action="store_true",
+                   help="also run both benches on what dwc synth put in each bitstream of BUILD: iCE40 decoded "
+                        "back from the bitstream (icebox_vlog, Debian's fpga-icestorm), ECP5 as nextpnr routed it "
+                        "(re-run, checked to pack into the same bitstream), each driven through its serial shell")
+    p.add_argument("--target", action="append", metavar="TARGET",
+                   help="with --bitstream: only this dwc synth target (repeat for more; default: every target "
+                        "of BUILD with a bitstream)")
     p.add_argument("--formal", action="store_true",
                    help="instead of simulating, prove equivalence for all inputs with yosys's SAT solver: "
                         "dwc_core.v against the IR's reference Verilog, the netlist against dwc_core.v")
@@ -563,9 +579,12 @@ def cmd_verify(args) -> int:
     from .verify import summary, verify
     if args.vectors < 0:
         raise UserError("--vectors must be >= 0")
+    if args.target and not args.bitstream:
+        raise UserError("--target picks the bitstream --bitstream checks; add --bitstream")
     log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
     r = verify(args.build, args.env, args.episodes, args.sim, args.seed, args.max_steps, args.netlist,
-               args.vectors, progress=not args.no_progress and not args.json, log=log)
+               args.vectors, progress=not args.no_progress and not args.json, log=log,
+               bitstreams=(args.target or []) if args.bitstream else None)
     print(json.dumps(r, indent=2) if args.json else summary(r))
     return 0 if r["passed"] else 1
 

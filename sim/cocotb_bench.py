@@ -1,10 +1,13 @@
-"""cocotb tests run inside the simulator on the emitted core (or its synthesised netlist).
+"""cocotb tests run inside the simulator on the emitted core (or its synthesised netlist, or the netlist
+of a bitstream, whose top is the serial shell: ``dwc.sim.bitstream``).
 
 The host side (``dwc.sim.runner``) writes a job file (``DWC_JOB``) and reads the results file the
 tests write; all comparing against the reference happens on the host.
 
 - ``vectors``: integer observations streamed one per cycle; every action recorded with its cycle.
-- ``closed_loop``: MuJoCo episodes whose every action comes from the circuit.
+- ``closed_loop``: MuJoCo episodes whose every action comes from the circuit (the core's ports, or
+  the serial shell's when the job's ``top`` is ``shell``).
+- ``serial_shell``: observations one at a time through the serial shell, every action and latency.
 
 Inputs are driven after the falling edge and sampled at the rising edge; outputs are read once the
 rising edge has settled (ReadOnly). An observation driven before edge e whose action is visible after
@@ -16,13 +19,16 @@ import time
 
 import cocotb
 from cocotb.clock import Clock
+from cocotb.simtime import get_sim_time
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 from dwc.sim.words import pack, unpack
 
 
-async def start(dut):
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+async def start(dut, clock_impl: str | None = None):
+    """Clock and reset on the core's ports; ``clock_impl="gpi"`` toggles the clock inside the
+    simulator (for benches whose Python waits many cycles at once)."""
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns", impl=clock_impl).start())
     dut.rst.value = 1
     dut.valid_in.value = 0
     dut.obs.value = 0
@@ -59,7 +65,15 @@ async def vectors(dut):
     obs_fields, act_fields = ports["inputs"]["obs"], ports["outputs"]["action"]
     with open(j["vectors"]) as f:
         vecs = json.load(f)
-    await start(dut)
+    harness = j.get("top") == "harness"
+    await start(dut, "gpi" if harness else None)
+    if harness:  # one at a time through the serial shell
+        results, accepted = [], []
+        for v in vecs:
+            action, latency = await harness_act(dut, v, ports, accepted)
+            results.append({"cycle": accepted[-1] + latency, "action": action})
+        save("vectors", {"results": results, "accepted": accepted})
+        return
     results, accepted, cycle, sent = [], [], 0, 0
     limit = len(vecs) + 4 * ports["latency_cycles"] + 20
     while len(results) < len(vecs) and cycle < limit:
@@ -78,6 +92,102 @@ async def vectors(dut):
     save("vectors", {"results": results, "accepted": accepted})
 
 
+async def core_act(dut, q, ports) -> tuple[list[int], int]:
+    """Drive one observation into the core for one cycle, wait for ``valid_out``: the action and its
+    latency in cycles."""
+    limit = 4 * ports["latency_cycles"] + 20
+    await FallingEdge(dut.clk)
+    dut.obs.value = pack(q, ports["inputs"]["obs"])
+    dut.valid_in.value = 1
+    cycles = 0
+    while True:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        cycles += 1
+        if int(dut.valid_out.value) or cycles >= limit:
+            break
+        await FallingEdge(dut.clk)
+        dut.valid_in.value = 0
+    if cycles >= limit:
+        raise RuntimeError(f"no valid_out within {limit} cycles")
+    return unpack(int(dut.action.value), ports["outputs"]["action"]), cycles
+
+
+async def harness_act(dut, q, ports, taken: list | None = None) -> tuple[list[int], int]:
+    """One observation through the serial shell inside its harness (``dwc.sim.bitstream.shell_harness``,
+    the core's port names plus ``latency``): the action and its latency from ``load`` to ``done``.
+    The harness shifts the bits in the simulator, so Python wakes up once per observation.
+    ``taken`` gets the number of the edge after which the harness shifts the observation in."""
+    from cocotb.triggers import First, Timer
+
+    from dwc.rtl.core import port_bits
+    limit = sum(port_bits(ports)) + 4 * ports["latency_cycles"] + 20
+    await FallingEdge(dut.clk)
+    dut.obs.value = pack(q, ports["inputs"]["obs"])
+    dut.valid_in.value = 1
+    await RisingEdge(dut.clk)
+    if taken is not None:
+        taken.append(int(get_sim_time("ns")) // 10)
+    await FallingEdge(dut.clk)
+    dut.valid_in.value = 0
+    if int(dut.valid_out.value) == 0:
+        fired = await First(RisingEdge(dut.valid_out), Timer(10 * limit, unit="ns"))  # one timer, not a wake-up per cycle
+        if isinstance(fired, Timer):
+            raise RuntimeError(f"no action from the serial shell within {limit} cycles")
+    await ReadOnly()
+    return unpack(int(dut.action.value), ports["outputs"]["action"]), int(dut.latency.value)
+
+
+async def start_shell(dut):
+    """Clock and reset for the serial shell (``dwc.rtl.shell``: ports ``clk rst sin load shift_out
+    sout done``). The clock toggles inside the simulator (``gpi``): dozens of cycles pass per
+    observation shifted in, where a clock driven from Python would cost most of the time."""
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns", impl="gpi").start())
+    dut.rst.value, dut.sin.value, dut.load.value, dut.shift_out.value = 1, 0, 0, 0
+    for _ in range(2):
+        await RisingEdge(dut.clk)
+    dut.rst.value = 0
+
+
+async def shell_act(dut, q, ports, loaded: list | None = None) -> tuple[list[int], int]:
+    """One observation through the serial shell: shift it in LSB first, pulse ``load``, wait for
+    ``done``, shift the action out. Returns the action and its latency in cycles, counted as the
+    vector bench counts (the edge that takes ``load`` is the first; ``done`` is high after the last):
+    the core's latency + 1, since ``done`` is a register. ``loaded`` gets the number of the edge that
+    took ``load`` (10 ns clock from time 0)."""
+    from dwc.rtl.core import port_bits
+    obs_bits, act_bits = port_bits(ports)
+    limit = 4 * ports["latency_cycles"] + 10
+    word = pack(q, ports["inputs"]["obs"])
+    for i in range(obs_bits):
+        await FallingEdge(dut.clk)
+        dut.sin.value = (word >> i) & 1
+    await FallingEdge(dut.clk)
+    dut.load.value = 1
+    await RisingEdge(dut.clk)  # the core takes the observation
+    if loaded is not None:
+        loaded.append(int(get_sim_time("ns")) // 10)
+    await FallingEdge(dut.clk)
+    dut.load.value = 0
+    cycles = 1
+    while True:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        cycles += 1
+        if int(dut.done.value) or cycles >= limit:
+            break
+    if cycles >= limit:
+        raise RuntimeError(f"no done within {limit} cycles")
+    out = 0
+    for i in range(act_bits):
+        await FallingEdge(dut.clk)
+        out |= int(dut.sout.value) << i
+        dut.shift_out.value = 1
+    await FallingEdge(dut.clk)
+    dut.shift_out.value = 0
+    return unpack(out, ports["outputs"]["action"]), cycles
+
+
 @cocotb.test()
 async def closed_loop(dut):
     """Each step: drive the quantised observation for one cycle, wait for valid_out, read the action,
@@ -89,32 +199,21 @@ async def closed_loop(dut):
     from dwc.sim.closed_loop import Episode, make_env
 
     cl, ports = j["closed_loop"], j["ports"]
-    obs_fields, act_fields = ports["inputs"]["obs"], ports["outputs"]["action"]
     graph = Graph.load(cl["graph"])
     env = make_env(cl["env"], graph)
-    await start(dut)
-    limit = 4 * ports["latency_cycles"] + 20
+    act = harness_act if j.get("top") == "harness" else core_act
+    await start(dut, "gpi" if act is harness_act else None)
     episodes, latencies, done = [], [], 0
     t0 = time.perf_counter()
     for seed in cl["seeds"]:
         ep = Episode(env, graph, seed, cl.get("max_steps"))
         while not ep.done:
-            await FallingEdge(dut.clk)
-            dut.obs.value = pack(ep.q, obs_fields)
-            dut.valid_in.value = 1
-            cycles = 0
-            while True:
-                await RisingEdge(dut.clk)
-                await ReadOnly()
-                cycles += 1
-                if int(dut.valid_out.value) or cycles >= limit:
-                    break
-                await FallingEdge(dut.clk)
-                dut.valid_in.value = 0
-            if cycles >= limit:
-                raise RuntimeError(f"no valid_out within {limit} cycles at step {len(ep.actions)}")
+            try:
+                action, cycles = await act(dut, ep.q, ports)
+            except RuntimeError as e:
+                raise RuntimeError(f"{e} at step {len(ep.actions)} of the episode with seed {seed}") from None
             latencies.append(cycles)
-            ep.step(unpack(int(dut.action.value), act_fields))
+            ep.step(action)
             done += 1
             if done % 250 == 0:
                 with open(j["progress"], "w") as f:  # read by the host's progress bar
@@ -127,47 +226,20 @@ async def closed_loop(dut):
 
 @cocotb.test()
 async def serial_shell(dut):
-    """The place-and-route shell (``dwc.rtl.shell``) around the core: shift each observation in LSB
-    first, pulse ``load``, wait for ``done``, shift the action out."""
-    from dwc.rtl.core import port_bits
-
+    """The place-and-route shell (``dwc.rtl.shell``) around the core: each observation shifted in,
+    loaded, its action shifted out (:func:`shell_act`); the latency of each and the cycle it was loaded."""
     j = job()
     if "serial_shell" not in j:
         return
-    ports = j["ports"]
-    obs_fields, act_fields = ports["inputs"]["obs"], ports["outputs"]["action"]
-    obs_bits, act_bits = port_bits(ports)
     with open(j["serial_shell"]) as f:
         vecs = json.load(f)
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    dut.rst.value, dut.sin.value, dut.load.value, dut.shift_out.value = 1, 0, 0, 0
-    for _ in range(2):
-        await RisingEdge(dut.clk)
-    dut.rst.value = 0
-    results = []
+    await start_shell(dut)
+    results, accepted, latency = [], [], []
     for v in vecs:
-        word = pack(v, obs_fields)
-        for i in range(obs_bits):
-            await FallingEdge(dut.clk)
-            dut.sin.value = (word >> i) & 1
-        await FallingEdge(dut.clk)
-        dut.load.value = 1
-        await FallingEdge(dut.clk)
-        dut.load.value = 0
-        for _ in range(4 * ports["latency_cycles"] + 10):
-            await ReadOnly()
-            if int(dut.done.value):
-                break
-            await FallingEdge(dut.clk)
-        out = 0
-        for i in range(act_bits):
-            await FallingEdge(dut.clk)
-            out |= int(dut.sout.value) << i
-            dut.shift_out.value = 1
-        await FallingEdge(dut.clk)
-        dut.shift_out.value = 0
-        results.append(unpack(out, act_fields))
-    save("serial_shell", {"actions": results})
+        action, cycles = await shell_act(dut, v, j["ports"], accepted)
+        results.append(action)
+        latency.append(cycles)
+    save("serial_shell", {"actions": results, "latency": latency, "accepted": accepted})
 
 
 async def uart_send(dut, data: bytes, bit_ns: int) -> None:

@@ -134,16 +134,24 @@ class Bench:
 
     def __init__(self, sources: list[Path], ports: dict, build_dir: Path, sim: str = "verilator",
                  waves: bool = False, warnings_fatal: bool = True, toplevel: str = "dwc_core",
-                 unoptimised: bool = False):
+                 unoptimised: bool = False, top: str = "core", ports_only: bool = False):
+        """``top``: ``core`` (``dwc_core``'s ports) or ``harness`` (a serial shell inside
+        :func:`dwc.sim.bitstream.shell_harness`: :meth:`vectors` and :meth:`closed_loop` then feed one
+        observation at a time and check the latency from ``load`` to ``done``). ``ports_only``
+        (Verilator): only the top's
+        ports are visible to the bench (cocotb makes every signal public otherwise, which keeps
+        Verilator from optimising any: a flattened netlist of a bitstream then builds for many minutes)."""
         from cocotb_tools.runner import get_runner
         check_simulator(sim)
-        self.ports, self.sim, self.waves, self.toplevel = ports, sim, waves, toplevel
+        self.ports, self.sim, self.waves, self.toplevel, self.top = ports, sim, waves, toplevel, top
         self.build_dir = Path(build_dir).resolve()
         self.build_dir.mkdir(parents=True, exist_ok=True)
         self.runner = get_runner(sim)
         # The emitted Verilog lints clean, so Verilator warnings stay fatal for it; a yosys netlist
         # is not written to be lint-clean.
         args = [] if warnings_fatal or sim != "verilator" else ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
+        if ports_only and sim == "verilator":
+            args.append("--no-public-flat-rw")  # after cocotb's --public-flat-rw: the later one wins
         log = self.build_dir / "build.log"
         makeflags = os.environ.get("MAKEFLAGS", "")
         if unoptimised and sim == "verilator":
@@ -166,6 +174,7 @@ class Bench:
         names = [k for k in ("vectors", "closed_loop", "serial_shell", "hil", "board") if k in job]
         job["results"] = {k: str(self.build_dir / f"{k}_results.json") for k in names}
         job["ports"] = self.ports
+        job["top"] = self.top
         job["progress"] = str(self.build_dir / "progress")
         for path in [*job["results"].values(), job["progress"]]:
             Path(path).unlink(missing_ok=True)
@@ -190,7 +199,8 @@ class Bench:
 
     def vectors(self, q: np.ndarray) -> dict:
         """Stream integer observations ``q`` (N, D), one per cycle; actions (N, A) in order, the latency
-        of each (cycles) and the cycle each observation entered."""
+        of each (cycles) and the cycle each observation entered. Through the serial shell's harness:
+        one observation at a time, each latency from ``load`` to ``done``."""
         (self.build_dir / "vectors.json").write_text(json.dumps(np.asarray(q, dtype=np.int64).tolist()))
         r = self._run({"vectors": str(self.build_dir / "vectors.json")})["vectors"]
         actions = np.array([x["action"] for x in r["results"]], dtype=np.int64).reshape(-1, len(self.ports["outputs"]["action"]))
