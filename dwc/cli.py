@@ -597,10 +597,13 @@ examples:
   dwc synth build/ip --target ice40-up5k --pins my.pcf  # your pins (PCF for iCE40, LPF for ECP5)
 
 Writes BUILD/synth/<target>/report.json (luts, ffs, cells, utilisation, fmax_mhz, requested_mhz,
-timing_met, latency_cycles, actions_per_s, bitstream, constraints, pins, energy, tool versions, the
-exact commands) and the tools' logs next to it; pins.pcf / pins.lpf there holds the pins nextpnr
+timing_met, latency_cycles with action_latency_ns at Fmax and action_latency_ns_at_requested,
+actions_per_s, area: the comparator bank and the rest apart, bitstream, constraints, pins, energy,
+tool versions, the exact commands) and the tools' logs next to it; pins.pcf / pins.lpf there holds the pins nextpnr
 used (give it back with --pins to keep them). Exit status 1 when a target misses the requested
-clock or does not fit; a design that cannot fit is refused before place and route. The energy
+clock or does not fit; a design that cannot fit is refused before place and route. A run that
+fails or is refused leaves the previous BUILD/synth/<target>/ as it was (or none); its own files
+and logs go to BUILD/synth/<target>.failed/. The energy
 per action is an ESTIMATE: switching activity measured on closed-loop episodes of the policy's env
 (IR reference executor) times assumed per-cell energies, plus static power over the clock period;
 the model and its constants are in the report. The core's resources

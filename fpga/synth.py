@@ -21,6 +21,7 @@ line at least every 30 s, and its end, with seconds (through ``log``).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from dwc.config import DEFAULT_FREQ_MHZ
 from dwc.fpga.tools import find_tool, run_tool
-from dwc.rundir import write_json
+from dwc.rundir import replaces_outputs, write_json
 
 
 @dataclass(frozen=True)
@@ -205,27 +206,64 @@ RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 3
 
 def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = 1,
           log=print, activity: dict | None = None, energy_steps: int = 1000, pins: Path | None = None) -> dict:
-    """Synthesise BUILD's core for ``target``; the report also estimates the energy per action from
-    ``activity`` (:func:`dwc.fpga.energy.build_activity`; measured here over ``energy_steps``
-    closed-loop steps when not given; ``energy_steps=0`` skips the estimate). ``pins``: a PCF (iCE40)
-    or LPF (ECP5) for the shell's ports, passed to nextpnr; without it nextpnr places them, and the
-    placed pins are written back as one (report ``constraints``, ``pins``)."""
-    from dwc.fpga import fit
-    from dwc.fpga.pins import (SUFFIX, check_pins_exist, constraints_text, placed_pins, read_constraints)
-    from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage
+    """Synthesise BUILD's core for ``target`` into BUILD/synth/<target>/; the report also estimates the
+    energy per action from ``activity`` (:func:`dwc.fpga.energy.build_activity`; measured here over
+    ``energy_steps`` closed-loop steps when not given; ``energy_steps=0`` skips the estimate). ``pins``:
+    a PCF (iCE40) or LPF (ECP5) for the shell's ports, passed to nextpnr; without it nextpnr places
+    them, and the placed pins are written back as one (report ``constraints``, ``pins``).
+
+    All or nothing: a run that fails (a tool error, a design that does not fit, Ctrl-C) leaves the
+    previous good BUILD/synth/<target>/ (or none); its own files, the tools' logs among them, go to
+    BUILD/synth/<target>.failed/, which the error names, and a later good run removes."""
+    from dwc.fpga.pins import check_pins_exist, read_constraints
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
     t = TARGETS[target]
     build = Path(build)
-    ports = json.loads((build / "dwc_core.json").read_text())
     given = None
     if pins is not None:  # checked before any tool runs
         given = read_constraints(pins, t.family if t.nextpnr else "xc7", target)
         check_pins_exist(given, t.family, pin_device(t), package_of(t), pins)
+    out = build / "synth"
+    failed = out / f"{target}.failed"
+    shutil.rmtree(failed, ignore_errors=True)
+    try:
+        report = replaces_outputs(target)(_synth)(build, target, freq_mhz, yosys_opts, seed, log, activity,
+                                                  energy_steps, pins, given, out=out)
+    except BaseException as e:
+        # the failed run's files (moved aside, kept for its logs) and an error naming them there
+        tried = out / f".{target}.tried"
+        if tried.exists():
+            os.replace(tried, failed)
+        if isinstance(e, (RuntimeError, ValueError)) and str(out / target) in str(e):
+            raise type(e)(str(e).replace(str(out / target), str(failed))) from None
+        raise
+    return report
+
+
+def _synth(build: Path, target: str, freq_mhz: float, yosys_opts: str | None, seed: int, log, activity: dict | None,
+           energy_steps: int, pins: Path | None, given: dict | None, out: Path) -> dict:
+    """:func:`synth`'s work in ``out/<target>/``; on failure that folder is moved to ``out/.<target>.tried``
+    (which :func:`synth` renames ``<target>.failed``) before :func:`~dwc.rundir.replaces_outputs` puts the
+    previous one back."""
+    try:
+        return _synth_steps(build, target, freq_mhz, yosys_opts, seed, log, activity, energy_steps, pins, given,
+                            out / target)
+    except BaseException:
+        shutil.rmtree(out / f".{target}.tried", ignore_errors=True)
+        if (out / target).exists():
+            os.replace(out / target, out / f".{target}.tried")
+        raise
+
+
+def _synth_steps(build: Path, target: str, freq_mhz: float, yosys_opts: str | None, seed: int, log,
+                 activity: dict | None, energy_steps: int, pins: Path | None, given: dict | None, work: Path) -> dict:
+    from dwc.fpga import fit
+    from dwc.fpga.pins import SUFFIX, constraints_text, placed_pins
+    from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage
+    t = TARGETS[target]
+    ports = json.loads((build / "dwc_core.json").read_text())
     yosys_opts = default_options(t, ports) if yosys_opts is None else yosys_opts
-    work = build / "synth" / target
-    if work.exists():
-        shutil.rmtree(work)
     work.mkdir(parents=True)
     shutil.copy(build / "dwc_core.v", work / "core.v")
     t0 = time.perf_counter()

@@ -13,6 +13,8 @@ from dwc.fpga.tools import run_tool
 from dwc.rtl.shell import shell_verilog
 build = Path(sys.argv[1]); target = sys.argv[2]; t = TARGETS[target]
 work = build / "synth" / target
+if not (work / "core_net.json").exists():  # a refused design: dwc synth keeps its files in <target>.failed
+    work = build / "synth" / f"{target}.failed"
 ports = json.loads((build / "dwc_core.json").read_text())
 opts = default_options(t, ports)
 (work / "shell.v").write_text(shell_verilog(ports))

