@@ -139,7 +139,8 @@ def measure(args, k: int, mode: str, tmp: Path) -> dict:
     agg = sum(rates) if None not in rates else None
     shutil.rmtree(folder, ignore_errors=True)
     return {"k": k, "mode": mode, "training_s": training, "training_sps": steps / training,
-            "update_phase_sps": agg, "per_seed_sps": rates, "wall_s": wall, "wall_sps": steps / wall, "cpu_s": cpu, "cpu_ms_per_step": 1000.0 * cpu / steps,
+            "update_phase_sps": agg, "per_seed_sps": rates, "wall_s": wall, "wall_sps": steps / wall, "cpu_s": cpu,
+            "cpu_ms_per_step": 1000.0 * cpu / steps,
             "load_during": load_start, "loadavg_after": os.getloadavg()[0]}
 
 
@@ -204,7 +205,8 @@ def main() -> None:
                         args.json.parent.mkdir(parents=True, exist_ok=True)
                         args.json.write_text(json.dumps({"context": context, "measurements": results}, indent=2) + "\n")
                     phase = m["update_phase_sps"]
-                    print(f"  aggregate {m['training_sps']:.1f} env-steps/s over the training ({m['training_s']:.0f} s), "
+                    print(f"  aggregate {m['training_sps']:.1f} env-steps/s over the training "
+                          f"({m['training_s']:.0f} s), "
                           f"{m['wall_sps']:.1f} over the wall time ({m['wall_s']:.0f} s)"
                           + (f", {phase:.1f} in the update phase" if phase else "")
                           + f"; CPU {m['cpu_ms_per_step']:.1f} ms/step; load {m['load_during']['loadavg_1min']:.2f} -> "
@@ -230,7 +232,8 @@ def main() -> None:
             row["rounds_training_sps"] = [m["training_sps"] for m in results if m["k"] == k and m["mode"] == mode]
             table.append(row)
             ph = "-" if phase is None else f"{phase:.1f}"
-            phr = "-" if row["update_phase_ratio_vs_separate"] is None else f"{row['update_phase_ratio_vs_separate']:.2f}x"
+            phr = row["update_phase_ratio_vs_separate"]
+            phr = "-" if phr is None else f"{phr:.2f}x"
             print(f"{k:>3} {mode:<14}{row['training_sps']:>13.1f}{row['ratio_vs_separate']:>12.2f}x"
                   f"{row['wall_sps']:>10.1f}{row['wall_ratio_vs_separate']:>12.2f}x{ph:>18}{phr:>13}"
                   f"{row['cpu_ms_per_step']:>13.2f}{row['cpu_efficiency_vs_separate']:>12.2f}x")

@@ -2,7 +2,7 @@
 # Every check that needs a CUDA GPU, in one run (CI machines have none):
 #   1. the CUDA tests: each actor type gives the same outputs and gradients on CPU and CUDA; SAC
 #      updates replayed as CUDA graphs equal eager ones; SAC and PPO train, resume and evaluate with
-#      --device cuda; CUDA-trained checkpoints compile to the IR;
+#      --device cuda; CUDA-trained checkpoints compile to the IR; seeds trained together (--seeds) on CUDA;
 #   2. `dwc train` with the default --device auto picks the GPU;
 #   3. scripts/bench_train.py --device cuda: SB3 vs our MLP vs the DWC actor, side by side, in float32
 #      (what --precision auto picks on a GPU) and with --precision bfloat16 (not yet measured on one);
@@ -27,6 +27,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 step test-models 90 $py -m pytest -q -p no:cacheprovider -rs tests/test_models.py
 step test-train-cuda 200 $py -m pytest -q -p no:cacheprovider -rs tests/test_train.py -k cuda
+step test-multiseed-cuda 200 $py -m pytest -q -p no:cacheprovider -rs tests/test_multiseed.py -k cuda
 step bench-256 150 $py scripts/bench_train.py --device cuda --dwc-width 256 --rounds 1 \
     --which sb3,mlp,mlp-eager,dwc-random,dwc-learnable --json "$out/bench_cuda_256.json"
 step bench-1024 150 $py scripts/bench_train.py --device cuda --dwc-width 1024 --rounds 1 \

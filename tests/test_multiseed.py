@@ -171,3 +171,26 @@ def test_sweep_trains_the_seeds_of_a_config_together(tmp_path):
     attempts = [json.loads(line) for line in (jobs[1].dir / "attempts.jsonl").read_text().splitlines()]
     assert attempts[-1]["together"] == [j.id for j in jobs]
     assert "training sac dwc on InvertedPendulum-v5, seeds 1, 2 together" in (jobs[1].dir / "worker.log").read_text()
+
+
+def layout(obj):
+    """Keys, shapes and dtypes of a checkpoint, without the values."""
+    if isinstance(obj, dict):
+        return {k: layout(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [layout(v) for v in obj]
+    if torch.is_tensor(obj) or isinstance(obj, np.ndarray):
+        return (tuple(obj.shape), str(obj.dtype), str(getattr(obj, "device", "cpu")))
+    return type(obj).__name__
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_seeds_train_together_on_cuda(tmp_path):
+    """On CUDA (the update of all seeds replayed as one CUDA graph, each seed's noise from its own CUDA
+    generator): each seed's run directory has its single run's checkpoint layout and resumes alone."""
+    train(tmp_path / "single2", "--steps", "300", "--seed", "2", "--device", "cuda")
+    train(tmp_path / "both", "--steps", "300", "--seeds", "1,2", "--device", "cuda")
+    assert layout(checkpoint(tmp_path / "single2")) == layout(checkpoint(tmp_path / "both" / "seed2"))
+    assert main(["train", "--out", str(tmp_path / "both" / "seed2"), "--resume", "--steps", "400",
+                 "--no-progress"]) == 0
+    assert torch.load(tmp_path / "both" / "seed2" / "checkpoint.pt", weights_only=False)["step"] == 400

@@ -157,8 +157,10 @@ class SeedsLearner:
                  "qf": {n: t[rows].clone() for n, t in self.qf.state_dict().items()},
                  "qf_target": {n: t[rows].clone() for n, t in self.qf_target.state_dict().items()},
                  "log_alpha": self.log_alpha.detach()[k].clone()}
-        state["actor_opt"] = _optimizer_part(self.actor_opt, {i: (j, None) for i, j in enumerate(self._actor_indices(k))})
-        state["q_opt"] = _optimizer_part(self.q_opt, {i: (i, rows) for i in range(len(self.q_opt.param_groups[0]["params"]))})
+        critic_params = len(self.q_opt.param_groups[0]["params"])
+        own = {i: (j, None) for i, j in enumerate(self._actor_indices(k))}  # this seed's actor parameters
+        state["actor_opt"] = _optimizer_part(self.actor_opt, own)
+        state["q_opt"] = _optimizer_part(self.q_opt, {i: (i, rows) for i in range(critic_params)})
         state["alpha_opt"] = _optimizer_part(self.alpha_opt, {0: (0, k)})
         return state
 
@@ -214,7 +216,8 @@ class SeedsLearner:
                     for actor in actors.actors:
                         actor.constrain_()
                     if sc.autotune:
-                        alpha_losses = -(self.log_alpha.exp().unsqueeze(1) * (logp.detach() + self.target_entropy)).mean(1)
+                        alpha = self.log_alpha.exp().unsqueeze(1)
+                        alpha_losses = -(alpha * (logp.detach() + self.target_entropy)).mean(1)
                         self.alpha_opt.zero_grad(set_to_none=True)
                         alpha_losses.sum().backward()
                         self.alpha_opt.step()
@@ -249,6 +252,7 @@ def _optimizer_join(parts: list[dict], where, count: int) -> dict:
         raise UserError("the seeds' checkpoints are at different points of training (some have optimiser state, "
                         "some not); resume them alone with dwc train --out RUN --resume")
     state: dict = {}
+    joins: dict = {}
     for k, part in enumerate(parts):
         for i, s in part["state"].items():
             j, how = where(k, int(i))
@@ -256,11 +260,11 @@ def _optimizer_join(parts: list[dict], where, count: int) -> dict:
                 state[j] = s
             else:
                 state.setdefault(j, []).append(s)
-    for j, v in list(state.items()):
-        if isinstance(v, list):
-            join = torch.cat if v and v[0]["exp_avg"].dim() else torch.stack
-            state[j] = {n: (v[0][n] if n == "step" else join([s[n] for s in v])) if torch.is_tensor(v[0][n]) else v[0][n]
-                        for n in v[0]}
+                joins[j] = torch.cat if how == "cat" else torch.stack
+    for j, join in joins.items():
+        v = state[j]  # every seed's step count is the same: the first one's is kept
+        state[j] = {n: (v[0][n] if n == "step" else join([s[n] for s in v])) if torch.is_tensor(v[0][n]) else v[0][n]
+                    for n in v[0]}
     group = {n: x for n, x in parts[0]["param_groups"][0].items() if n != "params"}
     return {"state": state, "param_groups": [dict(group, params=list(range(count)))]}
 
@@ -425,7 +429,8 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[SeedRun], device: torch
         loops = [stack.enter_context(train_loop(run, e, a, state(k)))
                  for k, (run, e, a) in enumerate(zip(runs, envs, actors))]
         if loops[0].bar is not None:
-            loops[0].bar.set_description(f"{cfg.algo} {cfg.actor.policy} {cfg.env} seeds {','.join(str(c.seed) for c in cfgs)}")
+            seeds = ",".join(str(c.seed) for c in cfgs)
+            loops[0].bar.set_description(f"{cfg.algo} {cfg.actor.policy} {cfg.env} seeds {seeds}")
         while loops[0].step < cfg.steps:
             if loops[0].step < sc.learning_starts:
                 actions = [np.stack([space.sample() for _ in range(n)]) for space in spaces]
