@@ -72,11 +72,21 @@ def synth_report(build: Path, target: str) -> tuple[dict, Path]:
                              f"run: dwc synth {build} --target {target}")
     if r.get("family") not in ("ice40", "ecp5"):
         raise BitstreamError(f"{target}: --bitstream checks iCE40 and ECP5 bitstreams, not {r.get('family')}")
+    if r["family"] == "ice40":
+        _icebox_vlog()  # checked before anything long runs
     core = work / "core.v"
     if core.exists() and core.read_text() != (Path(build) / "dwc_core.v").read_text():
         raise BitstreamError(f"{bit} was made from an older dwc_core.v than {build}'s; "
                              f"run: dwc synth {build} --target {target}")
     return r, work
+
+
+def _icebox_vlog() -> str:
+    vlog = shutil.which("icebox_vlog")
+    if vlog is None:
+        raise BitstreamError("'icebox_vlog' not found: it decodes iCE40 bitstreams; install Project IceStorm "
+                             "(Debian/Ubuntu: apt-get install fpga-icestorm)")
+    return vlog
 
 
 def _ports(verilog: str, module: str) -> dict[str, str]:
@@ -140,10 +150,7 @@ def decode_ice40(work: Path, report: dict, out: Path) -> dict:
 
     from dwc.fpga.synth import TARGETS, package_of
     t0 = time.perf_counter()
-    vlog = shutil.which("icebox_vlog")
-    if vlog is None:
-        raise BitstreamError("'icebox_vlog' not found: it decodes iCE40 bitstreams; install Project IceStorm "
-                             "(Debian/Ubuntu: apt-get install fpga-icestorm)")
+    vlog = _icebox_vlog()
     out.mkdir(parents=True, exist_ok=True)
     bit = work / Path(report["bitstream"]).name
     commands = []

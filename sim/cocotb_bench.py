@@ -6,7 +6,7 @@ tests write; all comparing against the reference happens on the host.
 
 - ``vectors``: integer observations streamed one per cycle; every action recorded with its cycle.
 - ``closed_loop``: MuJoCo episodes whose every action comes from the circuit (the core's ports, or
-  the serial shell's when the job's ``top`` is ``shell``).
+  the serial shell's harness when the job's ``top`` is ``harness``).
 - ``serial_shell``: observations one at a time through the serial shell, every action and latency.
 
 Inputs are driven after the falling edge and sampled at the rising edge; outputs are read once the

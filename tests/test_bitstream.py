@@ -32,7 +32,7 @@ def check_passed(build: Path, target: str) -> dict:
     ports = json.loads((build / "dwc_core.json").read_text())
     d = r["designs"][f"bitstream-{target}"]
     assert r["passed"] and r["mismatches"] == 0, r["mismatch"]
-    assert d["top"] == "shell" and d["vector_mismatches"] == 0 and d["closed_loop_mismatches"] == 0
+    assert d["top"] == "harness" and d["vector_mismatches"] == 0 and d["closed_loop_mismatches"] == 0
     assert d["vector_latency"] == [ports["latency_cycles"] + 1]  # done is a register after the core's valid_out
     assert d["steps"] == r["designs"]["rtl"]["steps"] > 0 and d["return_rtl"] == d["return_ref"]
     assert sum(r["vectors"].values()) > 40
@@ -44,7 +44,7 @@ def check_passed(build: Path, target: str) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.ci
-def test_ice40_bitstream_decoded_matches_the_reference(small_build, capsys):
+def test_ice40_bitstream_decoded_matches_the_reference(small_build, capsys, monkeypatch):
     needs_icestorm()
     synthesised(small_build, "ice40-up5k")
     capsys.readouterr()
@@ -56,7 +56,13 @@ def test_ice40_bitstream_decoded_matches_the_reference(small_build, capsys):
     assert b["luts"] > 100 and b["ffs"] > 80 and any(c.startswith("icebox_vlog") for c in b["commands"])
     decoded = Path(b["netlist"]).read_text()
     pins = json.loads((small_build / "synth" / "ice40-up5k" / "report.json").read_text())["pins"]
-    assert all(re.search(rf"\b(input|output) {p};", decoded) for p in pins)  # ports named by the placed pins
+    assert all(re.search(rf"\b(input|output) {p}\b", decoded) for p in pins)  # ports named by the placed pins
+    import dwc.sim.bitstream as bs  # without IceStorm: one line that says what to install
+    which = bs.shutil.which
+    monkeypatch.setattr(bs.shutil, "which", lambda name, *a, **k: None if name == "icebox_vlog" else which(name, *a, **k))
+    assert main(["verify", str(small_build), "--bitstream", "--target", "ice40-up5k", *QUICK]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "icebox_vlog" in err and "apt-get install fpga-icestorm" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.slow
