@@ -75,11 +75,12 @@ def test_a_seed_trained_with_another_is_its_single_run(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["mlp", "dwc", "gates"])
+@pytest.mark.parametrize("policy", ["mlp", "dwc", "gates", "dwc --wiring-optim sparse"])
 def test_every_seed_follows_its_single_run(tmp_path, policy):
+    options = ["--policy", *policy.split()]
     for s in (1, 2, 3):
-        train(tmp_path / f"single{s}", "--policy", policy, "--steps", "400", "--seed", str(s))
-    train(tmp_path / "all", "--policy", policy, "--steps", "400", "--seeds", "1-3")
+        train(tmp_path / f"single{s}", *options, "--steps", "400", "--seed", str(s))
+    train(tmp_path / "all", *options, "--steps", "400", "--seeds", "1-3")
     for s in (1, 2, 3):
         assert_same_run(tmp_path / f"single{s}", tmp_path / "all" / f"seed{s}")
 

@@ -53,12 +53,8 @@ from .envs import check_env_id, make_vector_env, real_next_obs
 from .loop import train_loop
 from .replay import ReplayBuffer
 from .run import RunDir, seed_everything
+from .optim import WiringAdam
 from .sac import SACLearner, TwinQ
-
-try:  # the actor's optimiser as SACLearner builds it: Adam that also steps a sparse wiring gradient
-    from .optim import WiringAdam as ActorAdam
-except ImportError:  # a dwc without the sparse wiring update
-    ActorAdam = torch.optim.Adam
 
 
 def _stacked_linear(layers: list[nn.Linear], x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -129,7 +125,8 @@ class SeedsLearner:
         self.qf_target = copy.deepcopy(self.qf)
         opt = dict(fused=True, capturable=graphs)
         self.params_per_actor = len(list(actors[0].parameters()))
-        self.actor_opt = ActorAdam([p for a in actors for p in a.parameters()], lr=sc.actor_lr, eps=sc.adam_eps, **opt)
+        # SACLearner's actor optimiser: Adam that also steps a sparse wiring gradient (--wiring-optim sparse)
+        self.actor_opt = WiringAdam([p for a in actors for p in a.parameters()], lr=sc.actor_lr, eps=sc.adam_eps, **opt)
         self.q_opt = torch.optim.Adam(self.qf.parameters(), lr=sc.q_lr, **opt)
         self.log_alpha = torch.full((self.k,), math.log(sc.alpha), device=device, requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sc.alpha_lr, **opt)
