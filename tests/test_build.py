@@ -83,7 +83,9 @@ def _options(sub):
 
 def test_build_takes_every_train_option_with_its_name_default_and_help():
     train, build = _options("train"), _options("build")
-    own = {"out", "resume", "json", "no_progress", "help"}  # train's own run handling, not training options
+    # train's own run handling, not training options; --seeds writes one run folder per seed (dwc sweep
+    # builds each seed of a multi-seed config)
+    own = {"out", "resume", "json", "no_progress", "help", "seeds"}
     for dest, (flags, default, help_) in train.items():
         if dest in own:
             continue
