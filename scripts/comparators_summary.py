@@ -35,7 +35,8 @@ def row(name: str, d: Path) -> dict | None:
     out["pipeline"] = m["pipeline"] or (pipe[1] if pipe else None)
     if not rep.exists():
         ref = REFUSED.search(text)
-        out.update(placed=False, latency_cycles=int(lat[1]) if lat else None,
+        luts = re.search(r"\((\d+) LUT4 \+", text)
+        out.update(placed=False, latency_cycles=int(lat[1]) if lat else None, core_luts=int(luts[1]) if luts else None,
                    refused=({"kind": ref["kind"], "predicted": int(ref["need"]), "available": int(ref["have"])}
                             if ref else None))
         return out
