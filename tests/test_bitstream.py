@@ -1,6 +1,10 @@
 """``dwc verify --bitstream``: the vector bench and closed-loop episodes on what ``dwc synth`` put in
 the bitstream (iCE40: decoded back from top.bin with icebox_vlog; ECP5: nextpnr's routed netlist,
-shown to pack into the same top.bit), on a small core, and a corrupted bitstream refused."""
+shown to pack into the same top.bit), on a small core, and a corrupted bitstream refused.
+
+Not in CI yet: measured at a load average of ~24 on 2 cores (45 min for the file), the iCE40 test took
+1,305 s (its synthesis included), ECP5 612 s, the corrupted iCE40 bitstream 534 s and the changed
+ECP5 bitstream 227 s; CI has about 4 minutes left, so they need an idle-machine measurement first."""
 import json
 import re
 import shutil
@@ -43,7 +47,6 @@ def check_passed(build: Path, target: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.ci
 def test_ice40_bitstream_decoded_matches_the_reference(small_build, capsys, monkeypatch):
     needs_icestorm()
     synthesised(small_build, "ice40-up5k")
@@ -66,7 +69,6 @@ def test_ice40_bitstream_decoded_matches_the_reference(small_build, capsys, monk
 
 
 @pytest.mark.slow
-@pytest.mark.ci
 def test_ecp5_routed_netlist_matches_the_reference(small_build, capsys):
     synthesised(small_build, "ecp5-25k")
     capsys.readouterr()
@@ -91,7 +93,6 @@ def flip_lut_bit(asc: Path, x: int, y: int, lc: int, index: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.ci
 def test_a_corrupted_ice40_bitstream_is_refused(small_build, tmp_path, capsys):
     """One truth-table bit of the LUT that feeds the action's serial output, flipped in the bitstream:
     the decoded netlist differs there, and verify names a mismatching observation and exits 1."""
