@@ -38,7 +38,7 @@ def board_sim(build: Path, listen: str, baud: int = 115200, clock_mhz: float | N
     from .hil import SIM_DIVISOR, link_bench
     from .rtl.link import link_timeout
     from .sim.runner import SimulationFailed
-    from .verify import load_build
+    from .compiled import load_build
     graph, ports, _ = load_build(build)
     build = Path(build)
     host, port = parse_listen(listen)

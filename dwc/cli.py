@@ -705,7 +705,7 @@ def _add_hil(sub):
 
 def cmd_hil(args) -> int:
     from .hil import hil, hil_text
-    from .verify import load_build
+    from .compiled import load_build
     load_build(args.build)
     if args.episodes < 1 or args.baud < 1200:
         raise UserError("--episodes must be >= 1 and --baud >= 1200")
@@ -769,7 +769,7 @@ def _add_board_sim(sub):
 def cmd_board_sim(args) -> int:
     from .board_sim import board_sim, board_sim_text
     from .errors import interrupt_on_sigterm
-    from .verify import load_build
+    from .compiled import load_build
     load_build(args.build)
     if args.baud < 1200 or (args.clock is not None and args.clock <= 0):
         raise UserError("--baud must be >= 1200 and --clock > 0 MHz")

@@ -521,7 +521,7 @@ METHOD_NETLIST = ("Register and net correspondence by name (yosys equiv_make). P
 
 def formal(build: Path, timeout: float = DEFAULT_TIMEOUT, proofs: tuple[str, ...] = PROOFS, log=print) -> dict:
     """Run the requested proofs on a compiled build; write BUILD/formal_report.json."""
-    from .verify import load_build
+    from .compiled import load_build
     graph, ports, _ = load_build(build)
     build = Path(build)
     if ports.get("scope", "policy") != "policy" or "obs" not in ports.get("inputs", {}):

@@ -197,7 +197,8 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
         timeout_s: float = 0.5, reconnect_s: float = 10.0) -> dict:
     from .rtl.link import frame_sizes
     from .sim.closed_loop import action_mismatches, reference_episodes
-    from .verify import evaluation_seed, load_build
+    from .compiled import load_build
+    from .verify import evaluation_seed
     graph, ports, _ = load_build(build)
     build = Path(build)
     env_id = env_id or graph.meta.get("env")

@@ -17,26 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .compiled import load_build
 from .errors import UserError
 from .ir import Graph
 from .ir import reference as ref
 from .rundir import write_json
 
 CLOCK_NS = 10  # the benches' clock period
-
-
-def load_build(build: Path) -> tuple[Graph, dict, Path]:
-    build = Path(build)
-    missing = [n for n in ("graph.json", "dwc_core.json", "dwc_core.v") if not (build / n).exists()]
-    if missing:
-        raise UserError(f"{build}: not a dwc compile output (missing {', '.join(missing)}); "
-                        f"run: dwc compile RUN --out {build}")
-    try:
-        graph = Graph.load(build / "graph.json")
-        ports = json.loads((build / "dwc_core.json").read_text())
-    except (ValueError, KeyError) as e:
-        raise UserError(f"{build}: {e}") from None
-    return graph, ports, build / "dwc_core.v"
 
 
 def _describe(graph: Graph, q, rtl, want) -> dict:

@@ -396,7 +396,7 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
 
     from dwc.errors import UserError
     from dwc.fpga.pins import PinError, check_pins_exist, read_constraints
-    from dwc.verify import load_build
+    from dwc.compiled import load_build
     graph, ports, _ = load_build(build)
     if pins is not None:
         try:
