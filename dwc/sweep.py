@@ -32,6 +32,7 @@ from pathlib import Path
 from .config import DEFAULT_FREQ_MHZ, RESUMABLE, TrainConfig, config_from_options, train_command
 from .errors import UserError, interrupt_on_sigterm
 from .rundir import CHECKPOINT, METRICS, write_json
+from .seeds import seed_dir
 
 SPEC_HELP = """\
 tasks: [InvertedPendulum-v5, Hopper-v5]   # Gymnasium env ids
@@ -125,7 +126,7 @@ class Spec:
             cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"option in {self.path}, config {name}:")
             cfg.threads = int(self.resources["cpus_per_run"])
             hw = self.hardware[name] if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit
-            jobs.append(Job(f"{task}/{name}/seed{seed}", task, name, seed, out / "runs" / task / name / f"seed{seed}",
+            jobs.append(Job(f"{task}/{name}/seed{seed}", task, name, seed, seed_dir(out / "runs" / task / name, seed),
                             cfg, hw))
         return jobs
 

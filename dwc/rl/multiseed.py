@@ -45,15 +45,15 @@ from ..errors import UserError, interrupts_held
 from ..models import build_actor
 from ..models.actors import MLPActor
 from ..models.encoding import CLIP
-from ..rundir import atomic_write_bytes, write_json
+from ..rundir import write_json
 from ..seeds import SUMMARY, check_together
 from .common import (GraphedCall, flush_denormals, keep_freed_memory, resolve_device, resolve_precision,
                      sample_action)
 from .envs import check_env_id, make_vector_env, real_next_obs
 from .loop import train_loop
 from .replay import ReplayBuffer
-from .run import RunDir, seed_everything
 from .optim import WiringAdam
+from .run import RunDir, seed_everything
 from .sac import SACLearner, TwinQ
 
 
@@ -266,21 +266,6 @@ def _optimizer_join(parts: list[dict], where, count: int) -> dict:
     return {"state": state, "param_groups": [dict(group, params=list(range(count)))]}
 
 
-class SeedRun(RunDir):
-    """A seed's run directory: a RunDir whose checkpoints hold this seed's random-stream states
-    (``rng``, called at each checkpoint) where a single run stores the process's global ones."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.rng = None
-
-    def save_checkpoint(self, state: dict) -> None:
-        state = dict(state, config=self.cfg.to_dict(), rng=self.rng())
-        self._metrics.flush()
-        self.tb.flush()
-        atomic_write_bytes(self.ckpt_path, lambda f: torch.save(state, f))
-
-
 def _where(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU thread(s)"
 
@@ -302,7 +287,7 @@ def train_seeds(cfgs: list[TrainConfig], dirs: list[Path], resume: list[bool], p
     torch.set_num_threads(cfg0.threads)
     keep_freed_memory()
     commands = commands or [None] * len(cfgs)
-    runs = [SeedRun(d, c, resume=r, progress=False, command=cmd) for c, d, r, cmd in zip(cfgs, dirs, resume, commands)]
+    runs = [RunDir(d, c, resume=r, progress=False, command=cmd) for c, d, r, cmd in zip(cfgs, dirs, resume, commands)]
     starts = [r.start_step for r in runs]
     if len(set(starts)) > 1:  # e.g. a kill between two seeds' checkpoints: the lagging ones catch up alone
         goal = min(max(starts), cfg0.steps)
@@ -313,7 +298,7 @@ def train_seeds(cfgs: list[TrainConfig], dirs: list[Path], resume: list[bool], p
                 alone = TrainConfig.from_dict({**cfgs[k].to_dict(), "steps": goal})
                 train(alone, dirs[k], resume=runs[k].resume_state is not None, progress=progress,
                       command=commands[k], log=log)
-        runs = [SeedRun(d, c, resume=True, progress=False) for c, d in zip(cfgs, dirs)]
+        runs = [RunDir(d, c, resume=True, progress=False) for c, d in zip(cfgs, dirs)]
     seeds = ", ".join(str(c.seed) for c in cfgs)
     log(f"training {cfg0.algo} {cfg0.actor.policy} on {cfg0.env}, seeds {seeds} together: device {device} "
         f"({_where(device)}), {str(precision).removeprefix('torch.')} matmuls")
@@ -332,7 +317,7 @@ def train_seeds(cfgs: list[TrainConfig], dirs: list[Path], resume: list[bool], p
     return device
 
 
-def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[SeedRun], device: torch.device, precision: torch.dtype):
+def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.device, precision: torch.dtype):
     """dwc.rl.sac.train_sac for every seed, in lockstep (its loop, line for line, once per seed)."""
     cfg, sc = cfgs[0], cfgs[0].sac
     envs, spaces, actors, critics, gens, inits = [], [], [], [], [], []

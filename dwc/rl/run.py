@@ -86,6 +86,9 @@ class RunDir:
         self.tb = SummaryWriter(str(self.path / "tb"), purge_step=self.start_step or None)
         self.progress = progress
         self.bar = None
+        # what a checkpoint stores of the random streams: the process's (a seed trained with others
+        # sets its own, dwc.rl.multiseed)
+        self.rng = rng_state
 
     def record_leg(self, **facts) -> None:
         """RUN/legs.json: what each start of this run (the first, then every resume) trained with, as
@@ -113,7 +116,7 @@ class RunDir:
         self._metrics.write(json.dumps(rec) + "\n")
 
     def save_checkpoint(self, state: dict) -> None:
-        state = dict(state, config=self.cfg.to_dict(), rng=rng_state())
+        state = dict(state, config=self.cfg.to_dict(), rng=self.rng())
         self._metrics.flush()
         self.tb.flush()
         atomic_write_bytes(self.ckpt_path, lambda f: torch.save(state, f))
