@@ -330,6 +330,12 @@ def _add_compile(sub):
                         "compared once and shared by its thresholds, plain LUT logic (a quarter of the ECP5 area "
                         "of carry-chain compares); full = one full-width compare per threshold, as before "
                         "(default shared)")
+    p.add_argument("--input-register", action=argparse.BooleanOptionalAction, default=True,
+                   help="register the observation where it enters the core (default). --no-input-register feeds "
+                        "it to the logic directly, so the first register after it samples it: one cycle less. "
+                        "With --pipeline 0 the whole path from observation to action is then one clock period, "
+                        "the lowest latency in nanoseconds (at the lowest Fmax); the observation must come from "
+                        "a register clocked with the core, as in the serial shell")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -360,7 +366,7 @@ def cmd_compile(args) -> int:
     target = placed_target(args.target, args.run) if args.pipeline == "auto" else args.target
     r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
                     pipeline=args.pipeline, table_bits=args.table_bits, target=target, freq=args.freq,
-                    log=_log_for(args), comparators=args.comparators)
+                    log=_log_for(args), comparators=args.comparators, input_register=args.input_register)
     print(json.dumps(r, indent=2) if args.json else compile_text(r))
     return 0
 

@@ -77,13 +77,15 @@ def _warn_arithmetic(hdl: dict, log) -> None:
 
 
 def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "policy",
-                 table_bits: int | None = None, compressor: int | None = None, comparators: str = "shared") -> dict:
+                 table_bits: int | None = None, compressor: int | None = None, comparators: str = "shared",
+                 input_register: bool = True) -> dict:
     """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency).
     ``pipeline``: register stages, or "max" for every cut the graph has (highest Fmax); ``scope``:
     see :class:`dwc.rtl.core.DWCCore` ("network" is for benchmarks against published cores);
     ``table_bits``: linear-layer neurons reading at most this many bits become lookup tables;
     ``compressor``: the popcounts' first-level counter (default: :func:`popcount_compressor`);
-    ``comparators``: the comparator bank's lowering, "shared" or "full" (:mod:`dwc.rtl.comparators`)."""
+    ``comparators``: the comparator bank's lowering, "shared" or "full" (:mod:`dwc.rtl.comparators`);
+    ``input_register``: False feeds the observation to the logic unregistered (one cycle less)."""
     from .rtl.comparators import COMPARATORS
     from .rtl.core import DWCCore, max_pipeline, to_verilog
     if comparators not in COMPARATORS:
@@ -94,7 +96,8 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
         pipeline = max_pipeline(graph, compressor)
     try:
         core = DWCCore(graph, pipeline, cells="verilog", scope=scope, compressor=compressor,
-                       table_bits=TABLE_BITS if table_bits is None else table_bits, comparators=comparators)
+                       table_bits=TABLE_BITS if table_bits is None else table_bits, comparators=comparators,
+                       input_register=input_register)
     except ValueError as e:
         raise UserError(f"--pipeline: {e}") from None
     t0 = time.perf_counter()
@@ -104,14 +107,15 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
     write_json(out / "dwc_core.json", ports)
     return {"verilog": str(out / "dwc_core.v"), "ports": str(out / "dwc_core.json"),
             "latency_cycles": ports["latency_cycles"], "pipeline": ports["pipeline"],
-            "popcount_compressor": compressor, "comparators": comparators,
+            "popcount_compressor": compressor, "comparators": comparators, "input_register": input_register,
             "linear_lowering": ports.get("linear_lowering"),
             "arithmetic": arithmetic_cost(verilog) if graph.linear else None,
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bits: int | None = None,
-                    log=print, compressor: int | None = None, comparators: str = "shared") -> tuple[int, list[dict]]:
+                    log=print, compressor: int | None = None, comparators: str = "shared",
+                    input_register: bool = True) -> tuple[int, list[dict]]:
     """Timing-aware lowering: the fewest register stages whose core, synthesised and placed and routed
     for ``target``, reaches ``freq`` MHz (measured by nextpnr, not modelled). Binary search over
     0..max stages (Fmax grows with the stages, up to place-and-route noise); each tried design is kept
@@ -127,7 +131,8 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
     def measure(k: int) -> float:
         d = out / "pipeline_search" / f"p{k}"
         d.mkdir(parents=True, exist_ok=True)
-        emit_verilog(graph, d, k, table_bits=table_bits, compressor=compressor, comparators=comparators)
+        emit_verilog(graph, d, k, table_bits=table_bits, compressor=compressor, comparators=comparators,
+                     input_register=input_register)
         log(f"[pipeline auto] {k} stages: synthesis, place and route for {target} ...")
         try:
             r = synth(d, target, freq, log=lambda *a: None, energy_steps=0)
@@ -154,10 +159,10 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
 def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False,
                 obs_frac: list[int] | None = None, pipeline: int | str = 0, table_bits: int | None = None,
                 target: str | None = None, freq: float = DEFAULT_FREQ_MHZ, log=print,
-                comparators: str = "shared") -> dict:
+                comparators: str = "shared", input_register: bool = True) -> dict:
     """``pipeline``: register stages, "max", or "auto" (the fewest that reach ``freq`` MHz on ``target``,
     measured by :func:`choose_pipeline`). ``target`` (or the one trained for) also picks the popcount
-    structure (:func:`popcount_compressor`). ``comparators``: see :func:`emit_verilog`."""
+    structure (:func:`popcount_compressor`). ``comparators``, ``input_register``: see :func:`emit_verilog`."""
     t0 = time.perf_counter()
     frozen = freeze_run(run, obs_width, act_width, obs_frac)
     graph, passes = optimize(frozen)
@@ -167,7 +172,8 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
     compressor = popcount_compressor(graph, target)
     search = None
     if pipeline == "auto":
-        pipeline, tried = choose_pipeline(graph, out, target, freq, table_bits, log, compressor, comparators)
+        pipeline, tried = choose_pipeline(graph, out, target, freq, table_bits, log, compressor, comparators,
+                                          input_register)
         search = {"target": target, "requested_mhz": freq, "chosen": pipeline, "tried": tried,
                   "met": any(t["pipeline"] == pipeline and (t["fmax_mhz"] or 0) >= freq for t in tried)}
     usage = input_usage(frozen, graph, frozen.meta["thermometer_bits"])
@@ -181,7 +187,8 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
             export(graph, out / "policy.onnx")
         except ImportError:
             raise UserError("--onnx needs the onnx package: pip install 'dwc[onnx]'") from None
-    hdl = emit_verilog(graph, out, pipeline, table_bits=table_bits, compressor=compressor, comparators=comparators)
+    hdl = emit_verilog(graph, out, pipeline, table_bits=table_bits, compressor=compressor, comparators=comparators,
+                       input_register=input_register)
     _warn_arithmetic(hdl, log)
     counts = graph.counts()
     actor_cfg = frozen.meta["actor"]

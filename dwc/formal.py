@@ -91,7 +91,8 @@ def stages(g: Graph, ports: dict, nets: dict[str, int]) -> list[Stage]:
     cuts, latency = ports.get("register_cuts", []), ports["latency_cycles"]
     aw = g.action_format.width
     groups: list[tuple[str, list[Point]]] = []
-    d = 1  # the input register (in the shared comparator bank: its digit-compare registers)
+    # the input register (in the shared comparator bank: its digit-compare registers), if any
+    d = int(ports.get("input_register", True))
     if g.comparators:
         groups.append(("comparators", [Point("comparators.bits", tuple((f"c{c}", 1) for c in range(len(g.comparators))), d)]))
     d += "comparators" in cuts

@@ -10,11 +10,16 @@ and tools.
 
 Timing contract: ``obs`` and ``valid_in`` are sampled on a rising edge; ``action``/``valid_out``
 show the result ``latency`` edges later (``DWCCore.latency``); a new observation may enter every
-cycle. ``pipeline=0`` is the minimum-latency design (registered inputs and outputs around one
-combinational core, latency 2; with the shared comparator bank the input register is the bank's
-first part, its digit compares, which the observation feeds directly); each extra stage adds a register cut and one cycle of latency: the
+cycle. ``pipeline=0`` is registered inputs and outputs around one combinational core, latency 2 (with the
+shared comparator bank the input register is the bank's first part, its digit compares, which the
+observation feeds directly); each extra stage adds a register cut and one cycle of latency: the
 first ones after the comparators, after each LUT layer and after the popcounts, the rest split the
 popcount adder trees evenly (their depth, not the LUTs, bounds Fmax once the layers are cut).
+``input_register=False`` drops the input register: the observation feeds the logic directly and
+the first register after it samples it, one cycle less. With ``pipeline=0`` that is the
+lowest latency in nanoseconds (one clock period, the whole path observation -> action register;
+two balanced periods always take longer), for a core whose observation comes from a register, as
+in the serial shell.
 """
 from __future__ import annotations
 
@@ -68,7 +73,8 @@ class DWCCore(wiring.Component):
     input register then stands in for the cut after the comparators."""
 
     def __init__(self, graph: Graph, pipeline: int = 0, cells: str = "native", scope: str = "policy",
-                 table_bits: int = TABLE_BITS, compressor: int = COMPRESSOR, comparators: str = COMPARATORS[0]):
+                 table_bits: int = TABLE_BITS, compressor: int = COMPRESSOR, comparators: str = COMPARATORS[0],
+                 input_register: bool = True):
         check_cells(cells)
         check_comparators(comparators)
         self.comparators = comparators
@@ -78,6 +84,9 @@ class DWCCore(wiring.Component):
         if scope not in ("policy", "network"):
             raise ValueError("scope must be 'policy' (observation in, action out) or 'network' (bits in, popcounts out)")
         self.scope = scope
+        if not input_register and scope == "network":
+            raise ValueError("scope 'network' always registers its input bits")
+        self.input_register = input_register
         self.graph, self.cells = graph, cells
         self.tree_depth = max_tree_depth(graph, compressor)
         most = max_pipeline(graph, compressor)
@@ -98,14 +107,14 @@ class DWCCore(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return 2 + self.pipeline - (self.scope == "network" and self.pipeline > 0)
+        return 1 + self.input_register + self.pipeline - (self.scope == "network" and self.pipeline > 0)
 
     def elaborate(self, platform):
         g, cells = self.graph, self.cells
         m = Module()
         stage = 0
-        valid = Signal(name="valid_r")
-        m.d.sync += valid.eq(self.valid_in)
+        valid = Signal(name="valid_r" if self.input_register else "valid_c")
+        m.d["sync" if self.input_register else "comb"] += valid.eq(self.valid_in)
 
         def cut(sig, name):
             """Register ``sig`` (and the valid bit) if this cut point is pipelined."""
@@ -127,8 +136,9 @@ class DWCCore(wiring.Component):
             # before the next register (Hopper DWC, pipeline max, ECP5: docs/comparators/)
             shared = self.comparators == "shared"
             m.submodules.comparators = bank = ComparatorBank(g, cells, carry=bool(self.tree_cuts),
-                                                             lowering=self.comparators, registered=shared)
-            if shared:
+                                                             lowering=self.comparators,
+                                                             registered=shared and self.input_register)
+            if shared or not self.input_register:
                 m.d.comb += bank.obs.eq(self.obs)
             else:
                 obs = Signal(obs_layout(g), name="obs_r")
@@ -186,7 +196,7 @@ class DWCCore(wiring.Component):
         return m
 
     def port_description(self) -> dict:
-        desc = port_description(self.graph, self.pipeline, self.compressor, self.comparators)
+        desc = port_description(self.graph, self.pipeline, self.compressor, self.comparators, self.input_register)
         if self.graph.linear:
             desc["linear_lowering"] = lowering_report(self.graph, self.table_bits)
         if self.scope == "network":
@@ -247,14 +257,16 @@ def port_bits(ports: dict) -> tuple[int, int]:
     return sum(f["width"] for f in ports["inputs"][i]), sum(f["width"] for f in ports["outputs"][o])
 
 
-def port_description(g: Graph, pipeline: int, compressor: int = COMPRESSOR, comparators: str = COMPARATORS[0]) -> dict:
-    """What a user wiring the core needs: ports, fixed-point formats, latency (2 + pipeline); and the
-    popcount structure and comparator lowering, so tools rebuilding the core (board tops, the energy
-    model) match it."""
+def port_description(g: Graph, pipeline: int, compressor: int = COMPRESSOR, comparators: str = COMPARATORS[0],
+                     input_register: bool = True) -> dict:
+    """What a user wiring the core needs: ports, fixed-point formats, latency (1 + input register +
+    pipeline); and the popcount structure, comparator lowering and input register, so tools
+    rebuilding the core (:func:`core_from_ports`: board tops, the serial link) match it."""
     return {
         "module": "dwc_core",
         "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
-        "latency_cycles": 2 + pipeline, "initiation_interval": 1, "pipeline": pipeline,
+        "latency_cycles": 1 + input_register + pipeline, "initiation_interval": 1, "pipeline": pipeline,
+        "input_register": input_register,
         "register_cuts": register_cuts(g, pipeline, compressor),
         "popcount_compressor": compressor, "comparators": comparators,
         "inputs": {"obs": [{"field": f"o{d}", "signed": True, "width": f.width, "frac": f.frac,
@@ -265,3 +277,14 @@ def port_description(g: Graph, pipeline: int, compressor: int = COMPRESSOR, comp
                                for a in range(g.action_dim)],
                     "valid_out": {"width": 1}},
     }
+
+
+def core_from_ports(graph: Graph, ports: dict, pipeline: int | None = None) -> DWCCore:
+    """The core (leaf-cell Verilog form) a build's port description ``ports`` (its ``dwc_core.json``)
+    was made as, for the designs that embed it (board tops, the serial link); ``pipeline`` overrides
+    the build's. Builds from before a choice existed get what was built then."""
+    from .comparators import built_comparators
+    from .popcount import built_compressor
+    return DWCCore(graph, ports["pipeline"] if pipeline is None else pipeline, cells="verilog",
+                   compressor=built_compressor(ports), comparators=built_comparators(ports),
+                   input_register=ports.get("input_register", True))

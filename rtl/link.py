@@ -116,9 +116,5 @@ def link_verilog(graph, ports: dict, divisor: int) -> str:
     """The board top's logic (core + UART link, ports ``clk rst rx tx``) as Verilog module ``dwc_link``,
     with the same leaf cells as ``dwc_core.v`` (the core rebuilt as its port description ``ports``
     says): what ``dwc hil --sim`` runs in Verilator."""
-    from .core import DWCCore, to_verilog
-    from .comparators import built_comparators
-    from .popcount import built_compressor
-    core = DWCCore(graph, ports["pipeline"], cells="verilog", compressor=built_compressor(ports),
-                   comparators=built_comparators(ports))
-    return to_verilog(PolicyLink(core, divisor), name="dwc_link")
+    from .core import core_from_ports, to_verilog
+    return to_verilog(PolicyLink(core_from_ports(graph, ports), divisor), name="dwc_link")

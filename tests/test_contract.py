@@ -44,15 +44,17 @@ def run_with_reset(core: DWCCore, q: np.ndarray, reset_at: int, reset_cycles: in
 
 
 @pytest.mark.parametrize("comparators", ["shared", "full"])
-@pytest.mark.parametrize("pipeline", [0, "max"])
-def test_reset_drops_what_is_in_flight_and_the_next_observation_is_exact(pipeline, comparators):
+@pytest.mark.parametrize("pipeline,input_register", [(0, True), ("max", True), (0, False), (2, False)])
+def test_reset_drops_what_is_in_flight_and_the_next_observation_is_exact(pipeline, input_register, comparators):
     """Both comparator lowerings: the shared bank's registers take the input register's place, so
-    the latency (2 + pipeline cycles) and the reset behaviour are the same."""
+    the latency (2 + pipeline cycles) and the reset behaviour are the same. Without the input
+    register the first register after the observation samples it: one cycle less (1 at pipeline 0,
+    the observation straight into the action register), the same contract."""
     g = random_graph(2)
     p = max_pipeline(g) if pipeline == "max" else pipeline
-    core = DWCCore(g, p, comparators=comparators)
+    core = DWCCore(g, p, comparators=comparators, input_register=input_register)
     lat = core.latency
-    assert lat == 2 + p == core.port_description()["latency_cycles"]
+    assert lat == 1 + input_register + p == core.port_description()["latency_cycles"]
     q = inputs_for(g, 3 * lat + 6, 2)
     want = ref.actions_int(g, q)
     reset_at = lat + 2  # observations 0 .. lat+1 have entered; some are still in the pipeline

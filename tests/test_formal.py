@@ -37,12 +37,12 @@ def _qmlp_graph():
     return graph
 
 
-def _build(out: Path, graph: Graph, pipeline, rtl_graph: Graph | None = None) -> Path:
+def _build(out: Path, graph: Graph, pipeline, rtl_graph: Graph | None = None, input_register: bool = True) -> Path:
     """graph.json from ``graph``; the core from ``rtl_graph`` (default: the same graph)."""
     from dwc.compile import emit_verilog
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "graph.json")
-    emit_verilog(rtl_graph or graph, out, pipeline=pipeline)
+    emit_verilog(rtl_graph or graph, out, pipeline=pipeline, input_register=input_register)
     return out
 
 
@@ -110,6 +110,16 @@ def test_quantised_mlp_and_pipeline_0(tmp_path):
     assert code == 0 and r["proofs"]["reference"]["status"] == "proved"
     code, r = _formal(_build(tmp_path / "p0", _lut_graph(), pipeline=0))
     assert code == 0 and r["proved"] and r["latency_cycles"] == 2
+
+
+@pytest.mark.parametrize("pipeline", [0, 2])
+def test_without_the_input_register(tmp_path, pipeline):
+    """``--no-input-register``: the observation goes straight into the logic, one cycle less; the
+    stage lemmas start at the comparators' outputs on the observation's own edge."""
+    code, r = _formal(_build(tmp_path / "nir", _lut_graph(), pipeline=pipeline, input_register=False))
+    assert code == 0 and r["proved"] and r["latency_cycles"] == 1 + pipeline
+    lemmas = [s["lemma"] for s in r["proofs"]["reference"]["lemmas"]]
+    assert lemmas[-1] == "contract" and (pipeline == 0 or "comparators" in lemmas), lemmas
 
 
 def _observable_lut_flip(g: Graph) -> Graph:
