@@ -37,6 +37,17 @@ def test_circuit_equals_reference_in_closed_loop(build, sim, capsys):
     assert r["vectors"]["recorded"] == 600 and r["vectors"]["random"] == 500 and r["vectors"]["extreme"] > 0
 
 
+def test_the_one_cycle_core_without_an_input_register(tmp_path, capsys):
+    """--no-input-register --pipeline 0: observation to action register in one cycle, exact in
+    Verilator with latency 1 on vectors and in closed loop."""
+    assert main(["compile", str(POLICY), "--out", str(tmp_path), "--pipeline", "0", "--no-input-register"]) == 0
+    assert json.loads((tmp_path / "dwc_core.json").read_text())["input_register"] is False
+    code, r = verify(tmp_path, "--episodes", "1", "--max-steps", "200", "--vectors", "300")
+    assert code == 0 and r["passed"] and r["mismatches"] == 0 and r["latency_cycles"] == 1
+    d = r["designs"]["rtl"]
+    assert d["vector_latency"] == [1] and d["closed_loop_latency"] == [1] and d["one_result_per_cycle"]
+
+
 def test_a_wrong_circuit_is_caught_and_named(build, tmp_path):
     """Change one action-table entry in the IR the circuit is checked against: verify must fail at the
     first closed-loop step that uses it, name the step, observation and both actions, and dump a
