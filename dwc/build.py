@@ -65,7 +65,7 @@ def build(out: Path, *args, **kwargs) -> dict:
 
 def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = "ecp5-25k",
            pipeline: int | str = "max", episodes: int = 3, freq: float = DEFAULT_FREQ_MHZ, progress: bool = True,
-           log=print) -> dict:
+           log=print, input_register: bool = True) -> dict:
     from .compile import compile_run
     from .config import OPTIONS, option_value, resume_config, train_command
     from .fpga.synth import TARGETS, synth
@@ -124,14 +124,16 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
     # compile, and the float and frozen policies on the evaluation episodes
     def do_compile():
         c = compile_run(run, circuit, pipeline=pipeline, target=None if target == "none" else target, freq=freq,
-                        log=log)
+                        log=log, input_register=input_register)
         ev = evaluate_run(run, episodes, seed=seed, progress=progress, frozen=True, write=False)
         return {"float_returns": ev["returns"], "frozen_returns": ev["frozen"]["returns"],
                 "ir_luts": c["counts"]["luts"], "comparators": c["counts"]["comparators"],
                 "latency_cycles": c["hdl"]["latency_cycles"], "policy": ev["policy"], "train_steps": ev["train_steps"]}
-    auto = {"freq": freq} if pipeline == "auto" else {}  # it picks the stages
+    # what else shapes the circuit: with auto, the clock (it picks the stages); the input register only
+    # when dropped, so earlier builds' keys stay valid
+    shape = ({"freq": freq} if pipeline == "auto" else {}) | ({} if input_register else {"input_register": False})
     # the target picks the popcount structure (and, with auto, the stages)
-    comp = stage("compile", digest({"pipeline": pipeline, "target": target, "episodes": episodes, "seed": seed, **auto},
+    comp = stage("compile", digest({"pipeline": pipeline, "target": target, "episodes": episodes, "seed": seed, **shape},
                                    [run / "checkpoint.pt", run / "config.json"]),
                  [circuit / "graph.json", circuit / "dwc_core.v"], do_compile)
 

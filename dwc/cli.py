@@ -330,13 +330,17 @@ def _add_compile(sub):
                         "compared once and shared by its thresholds, plain LUT logic (a quarter of the ECP5 area "
                         "of carry-chain compares); full = one full-width compare per threshold, as before "
                         "(default shared)")
+    _add_input_register(p)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _add_input_register(p):
     p.add_argument("--input-register", action=argparse.BooleanOptionalAction, default=True,
                    help="register the observation where it enters the core (default). --no-input-register feeds "
                         "it to the logic directly, so the first register after it samples it: one cycle less. "
                         "With --pipeline 0 the whole path from observation to action is then one clock period, "
                         "the lowest latency in nanoseconds (at the lowest Fmax); the observation must come from "
                         "a register clocked with the core, as in the serial shell")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def _add_build_options(p):
@@ -437,6 +441,7 @@ def _add_build(sub):
     p.add_argument("--pipeline", type=_pipeline, default="max", metavar="K|max|auto",
                    help="register stages in the core (default max: highest Fmax; auto: the fewest that reach "
                         "--freq on --target, measured by place and route)")
+    _add_input_register(p)
     p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
                    help=f"clock requested from nextpnr in MHz (default {DEFAULT_FREQ_MHZ:g})")
     p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=int,
@@ -467,7 +472,7 @@ def cmd_build(args) -> int:
             raise UserError("--policy mlp: a float MLP has no circuit; dwc build takes dwc, gates or qmlp "
                             "(train the MLP baseline with dwc train)")
     s = build(args.out, args.env, args.from_run, train_cfg, args.synth_target, args.pipeline, episodes,
-              args.freq, progress=not args.no_progress, log=_log_for(args))
+              args.freq, progress=not args.no_progress, log=_log_for(args), input_register=args.input_register)
     return _print_build_summary(s, args)
 
 

@@ -27,6 +27,13 @@ def test_build_from_a_policy_then_skips_what_is_up_to_date(tmp_path, capsys):
     assert main(["build", "--from", str(POLICY), "--target", "none", "--episodes", "1", "--out", str(out),
                  "--no-progress", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stages_run"] == ["verify"]
+    # dropping the input register changes the circuit: compile and verify run again, one cycle shorter
+    assert main(["build", "--from", str(POLICY), "--target", "none", "--episodes", "1", "--out", str(out),
+                 "--no-progress", "--json", "--pipeline", "max", "--no-input-register"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["stages_run"] == ["compile", "verify"] and s["rtl_equals_frozen"]
+    ports = json.loads((out / "circuit" / "dwc_core.json").read_text())
+    assert s["latency_cycles"] == ports["latency_cycles"] == 1 + ports["pipeline"] and not ports["input_register"]
 
 
 def test_build_errors_are_one_line(tmp_path):
