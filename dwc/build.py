@@ -188,8 +188,8 @@ def summary_table(s: dict) -> str:
             c = syn["cells"]
             rows.append(("placed cells", f"{c['used']} {c['kind']} of {c['available']}; {syn['utilisation']:.0%} of the "
                                          f"device's {syn['utilisation_of']} (core + shell)"))
-        rows += [("Fmax", timing_text(syn["fmax_mhz"], syn.get("requested_mhz")) if "requested_mhz" in syn
-                  else f"{syn['fmax_mhz']} MHz"),
+        rows += [("timing", timing_text(syn["fmax_mhz"], syn.get("requested_mhz")) if "requested_mhz" in syn
+                  else f"Fmax {syn['fmax_mhz']} MHz"),
                  ("energy / action", f"{syn['nj_per_action']} nJ (estimate)"),
                  ("bitstream", str(syn["bitstream"]))]
         if syn.get("constraints"):
