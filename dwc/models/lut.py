@@ -114,14 +114,19 @@ def near_max(w: torch.Tensor, top: torch.Tensor, margin: float, maxima: torch.Te
 
     On CPU only the row blocks whose maximum reaches the threshold are searched (for a learnable
     wiring at tau ~ 1e-3 about one block per column): ~7x faster than ``nonzero`` over the whole
-    matrix, which on CPU is a slow two-pass scan. The order is not sorted."""
+    matrix, which on CPU is a slow two-pass scan. A block's entries cost ~9x a scanned one, so where
+    the blocks found hold more than 1/9 of the matrix (the wide support of a fresh wiring: ~17
+    candidates per input at 1024 x 6138, 40 ms searched by blocks, 18 ms scanned) the whole matrix
+    is scanned instead. The order is not sorted."""
     thr = top - margin
-    if not _blocked(w):
+    if _blocked(w):
+        if maxima is None:
+            maxima = _block_maxima(w)
+        hit = maxima >= thr
+    if not _blocked(w) or int(hit.sum()) * BLOCK * 9 > w.numel():
         rows, cols = torch.nonzero(w >= thr, as_tuple=True)
         return (rows, cols, w[rows, cols]) if with_values else (rows, cols)
-    if maxima is None:
-        maxima = _block_maxima(w)
-    blk, col = torch.nonzero(maxima >= thr, as_tuple=True)
+    blk, col = torch.nonzero(hit, as_tuple=True)
     rows_of = blk[:, None] * BLOCK + torch.arange(BLOCK, device=w.device)  # (pairs, BLOCK)
     inside = rows_of < w.shape[0]  # the last block may be short
     rows_of = rows_of.clamp_(max=w.shape[0] - 1)
