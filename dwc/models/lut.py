@@ -125,7 +125,7 @@ def near_max(w: torch.Tensor, top: torch.Tensor, margin: float, maxima: torch.Te
         hit = maxima >= thr
     if not _blocked(w) or int(hit.sum()) * BLOCK * 9 > w.numel():
         rows, cols = torch.nonzero(w >= thr, as_tuple=True)
-        return (rows, cols, w[rows, cols]) if with_values else (rows, cols)
+        return (rows, cols, _column_entries(w, rows, cols)) if with_values else (rows, cols)
     blk, col = torch.nonzero(hit, as_tuple=True)
     rows_of = blk[:, None] * BLOCK + torch.arange(BLOCK, device=w.device)  # (pairs, BLOCK)
     inside = rows_of < w.shape[0]  # the last block may be short
