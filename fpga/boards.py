@@ -33,15 +33,14 @@ BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iC
 
 
 class BoardTop(Elaboratable):
-    def __init__(self, graph: Graph, ports: dict, pipeline: int, baud: int):
-        self.graph, self.ports, self.pipeline, self.baud = graph, ports, pipeline, baud
+    def __init__(self, core, baud: int):
+        self.core, self.baud = core, baud
 
     def elaborate(self, platform):
-        from dwc.rtl.core import core_from_ports
         from dwc.rtl.link import PolicyLink
         m = Module()
         divisor = int(round(platform.default_clk_frequency / self.baud))
-        m.submodules.link = link = PolicyLink(core_from_ports(self.graph, self.ports, self.pipeline), divisor)
+        m.submodules.link = link = PolicyLink(self.core, divisor)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx_buf = rx = io.Buffer("i", uart.rx)
         m.submodules.tx_buf = tx = io.Buffer("o", uart.tx)
@@ -63,12 +62,14 @@ def tool_env() -> dict:
 
 def build_board(build: Path, board: str, pipeline: int | None = None, baud: int = BAUD, log=print) -> dict:
     from dwc.rtl.cells import CELLS_VERILOG
+    from dwc.rtl.core import core_from_ports
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r}; choose from {', '.join(BOARDS)}")
     build = Path(build)
     graph = Graph.load(build / "graph.json")
     ports = json.loads((build / "dwc_core.json").read_text())
     pipeline = ports["pipeline"] if pipeline is None else pipeline
+    core = core_from_ports(graph, ports, pipeline)
     platform = _platforms()[board]()
     platform.add_file("dwc_cells.v", "".join(CELLS_VERILOG.values()))
     out = build / "board" / board
@@ -78,7 +79,7 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     os.environ.update(tool_env())
     try:  # amaranth runs yosys, nextpnr and the packer as one script: a start, a line every 30 s, an end
         with Stage(log, f"[{board}]", f"board top (core + UART link at {baud} baud): amaranth build"):
-            platform.build(BoardTop(graph, ports, pipeline, baud),
+            platform.build(BoardTop(core, baud),
                            name="dwc_board", build_dir=str(out), do_program=False)
     finally:
         for k, v in saved.items():
@@ -98,7 +99,7 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     pins = parse_constraints(cons.read_text(), cons.suffix[1:].upper()) if cons else {}
     clock_mhz = platform.default_clk_frequency / 1e6
     report = {"board": board, "device": BOARD_DEVICE[board], "clock_mhz": clock_mhz,
-              "baud": baud, "pipeline": pipeline, "latency_cycles": 1 + ports.get("input_register", True) + pipeline, "fmax_mhz": fmax,
+              "baud": baud, "pipeline": pipeline, "latency_cycles": core.latency, "fmax_mhz": fmax,
               "requested_mhz": clock_mhz, "timing_met": fmax is not None and fmax >= clock_mhz,
               "constraints": str(cons) if cons else None, "pins": pins,
               "bitstream": str(bit) if bit else None, "seconds": round(time.perf_counter() - t0, 1),
