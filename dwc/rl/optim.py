@@ -58,6 +58,7 @@ class WiringAdam(torch.optim.Adam):
             # and unique (checked above), and only one summed from several backward passes needs this sort
             grad = grad.coalesce()
             flat = (grad._indices() * strides[:, None]).sum(0)
+        version = p._version
         views = [t.view(-1) for t in (p, state["exp_avg"], state["exp_avg_sq"])]
         value, exp_avg, exp_avg_sq = (v.index_select(0, flat) for v in views)
         adam([value], [grad._values().contiguous()], [exp_avg], [exp_avg_sq], [], [state["step"]],
@@ -67,3 +68,6 @@ class WiringAdam(torch.optim.Adam):
              weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"])
         for view, new in zip(views, (value, exp_avg, exp_avg_sq)):
             view.index_copy_(0, flat, new)
+        # which change of the parameter this step was: a LUT layer that sent the gradient knows that
+        # only these entries moved (its tracked band, dwc.models.lut.LUTLayer._band)
+        p.dwc_lazy_step = (version, p._version)
