@@ -177,7 +177,8 @@ def _add_eval(sub):
     p = sub.add_parser("eval", help="evaluate a trained run deterministically",
                        description="Run deterministic episodes of a trained run and write RUN/eval.json "
                                    "(env, episodes, mean/median/std/min/max return, per-episode returns).",
-                       epilog="example:\n  dwc eval runs/hopper-dwc --episodes 20 --json",
+                       epilog="examples:\n  dwc eval runs/hopper-dwc --episodes 20 --json\n"
+                              "  dwc eval policies/hopper-v5-dwc --frozen --out /tmp/hopper-eval.json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, help="run directory written by dwc train")
     p.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
@@ -186,6 +187,9 @@ def _add_eval(sub):
     p.add_argument("--frozen", action="store_true",
                    help="also evaluate the frozen integer circuit (the IR dwc compile writes) on the same seeds")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--out", type=Path, metavar="FILE",
+                   help="write the evaluation here (default RUN/eval.json; an exported policy's recorded "
+                        "eval.json, e.g. in policies/, is never overwritten: pass --out to save a new one)")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -236,9 +240,17 @@ def cmd_eval(args) -> int:
     from .rundir import load_config
     load_config(args.run)  # a wrong path fails at once, before torch is imported
     from .evaluation import eval_text, evaluate_run
+    from .policy import is_exported
+    from .rundir import write_json
+    out = args.out or (None if is_exported(args.run) else args.run / "eval.json")
     result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed,
-                          progress=not args.no_progress, frozen=args.frozen)
+                          progress=not args.no_progress, frozen=args.frozen, write=False)
+    if out is not None:
+        write_json(out, result)
     print(json.dumps(result, indent=2) if args.json else eval_text(result))
+    print(f"wrote {out}" if out is not None else
+          f"{args.run} is an exported policy: its recorded eval.json is kept; --out FILE saves this evaluation",
+          file=sys.stderr)
     return 0
 
 

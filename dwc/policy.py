@@ -32,6 +32,14 @@ def load_actor(run_dir: Path, device: str = "cpu"):
     return actor.to(device).eval(), cfg, ckpt["step"]
 
 
+SLIM_KEYS = {"step", "config", "actor", "obs_dim", "act_dim"}  # all an exported checkpoint holds
+
+
+def is_exported(run_dir: Path) -> bool:
+    """Whether a policy folder is :func:`export_policy`'s slim copy (no training state to resume)."""
+    return set(load_checkpoint(Path(run_dir) / CHECKPOINT)) <= SLIM_KEYS
+
+
 def export_policy(run_dir: Path, out: Path) -> dict:
     """Copy a trained run's inference essentials (a few MB at most) into ``out``: config.json, a slim
     checkpoint.pt (actor only, wiring as indices), eval.json, metrics.jsonl and the commands that
@@ -43,6 +51,7 @@ def export_policy(run_dir: Path, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     slim = {"step": step, "config": cfg.to_dict(), "actor": actor.inference_state_dict(),
             "obs_dim": actor.normalizer.mean.numel(), "act_dim": actor.action_scale.numel()}
+    assert set(slim) == SLIM_KEYS
     torch.save(slim, out / CHECKPOINT)
     write_json(out / "config.json", cfg.to_dict())
     for name in ("eval.json", "metrics.jsonl", COMMANDS, LEGS):

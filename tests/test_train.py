@@ -66,9 +66,16 @@ def test_train_resume_eval(tmp_path, algo, policy, capsys):
     # export: a slim policy folder that evaluates to exactly the same returns
     assert main(["export", str(run), "--out", str(tmp_path / "policy")]) == 0
     assert (tmp_path / "policy" / "learning_curve.png").stat().st_size > 5000
-    assert main(["eval", str(tmp_path / "policy"), "--episodes", "3", "--json", "--no-progress"]) == 0
+    recorded = (tmp_path / "policy" / "eval.json").read_bytes()
     capsys.readouterr()
-    assert json.loads((tmp_path / "policy" / "eval.json").read_text())["returns"] == out["returns"]
+    assert main(["eval", str(tmp_path / "policy"), "--episodes", "3", "--json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["returns"] == out["returns"]
+    # an exported policy's recorded evaluation is kept; --out writes a new one elsewhere
+    assert (tmp_path / "policy" / "eval.json").read_bytes() == recorded
+    assert main(["eval", str(tmp_path / "policy"), "--episodes", "1", "--out", str(tmp_path / "e.json"),
+                 "--no-progress"]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["returns"] == out["returns"][:1]
+    assert (tmp_path / "policy" / "eval.json").read_bytes() == recorded
 
 
 def test_sac_is_reproducible_on_cpu(tmp_path):

@@ -354,8 +354,8 @@ class LUTLayer(nn.Module):
             w = self._scores()
             if self.wiring_optim == "sparse" and self.sparse_softmax:
                 src, slot, values, top = self._band()
-                near = values >= top[slot] - SOFTMAX_MARGIN * self.tau
-                self._cache["near"] = (src[near], slot[near])  # row-major, as the band is
+                near = torch.nonzero(values >= top[slot] - SOFTMAX_MARGIN * self.tau).view(-1)  # once, not per mask
+                self._cache["near"] = (src.index_select(0, near), slot.index_select(0, near))  # row-major, as the band
                 return top, first_max_among(src, slot, values, top, w.shape[0]), None
             if not _blocked(w):
                 return (*column_max(w), None)
