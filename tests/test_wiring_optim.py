@@ -227,3 +227,22 @@ def test_the_tracked_band_gives_the_exact_argmax_and_support_through_training(lr
         opt.step()
     # the first search, the one after the foreign change, and at the large step size the sinking maxima
     assert searches == 2 if lr < 1e-3 else searches > 3
+
+
+@pytest.mark.parametrize("optim", ["dense", "sparse"])
+def test_training_logs_how_settled_the_wiring_is(optim):
+    """wiring_stats (logged as wiring/candidates_per_input_l*): per learnable layer the mean number of
+    candidates within the softmax margin of each input's best one; 1.0 once every input has a clear winner."""
+    torch.manual_seed(0)
+    actor = build_actor(ActorConfig(width=64, lut_inputs=4, thermo_bits=15, wiring_optim=optim), 11, 3, [-1] * 3, [1] * 3)
+    stats = actor.wiring_stats()
+    assert list(stats) == ["candidates_per_input_l0", "candidates_per_input_l1"]
+    for layer, value in zip(actor.luts, stats.values()):
+        w = layer.wiring_weights.detach()
+        assert value == (w >= w.max(0).values - SOFTMAX_MARGIN * layer.tau).sum().item() / w.shape[1] > 1.5
+    with torch.no_grad():  # a settled wiring: one clear winner per input
+        for layer in actor.luts:
+            rows, cols = layer.wiring_weights.shape
+            layer.wiring_weights.zero_()[torch.arange(cols) % rows, torch.arange(cols)] = 1.0
+    assert all(v == 1.0 for v in actor.wiring_stats().values())
+    assert build_actor(ActorConfig(policy="mlp"), 11, 3, [-1] * 3, [1] * 3).wiring_stats() == {}

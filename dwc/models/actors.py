@@ -77,6 +77,15 @@ class _Actor(nn.Module):
         """Resource figures of the current circuit, logged during training."""
         return {}
 
+    def wiring_stats(self) -> dict:
+        """How settled a learnable wiring is, logged during training: per LUT layer the mean number of
+        candidate sources per input within the softmax margin of its best one (1.0: every input has
+        a clear winner). A sparse wiring update's cost grows with it."""
+        layers = [m for m in self.modules() if isinstance(m, LUTLayer) and m.wiring == "learnable"]
+        with torch.no_grad():
+            return {f"candidates_per_input_l{i}": len(layer._support()[0]) / (layer.out_features * layer.n)
+                    for i, layer in enumerate(layers)}
+
     def prepare_cuda_graphs(self) -> bool:
         """Make training forward/backward free of host syncs so an update can be captured as a CUDA
         graph; False if this actor cannot be (then training runs eagerly)."""

@@ -1,6 +1,7 @@
 """The skeleton every training algorithm runs in (SAC, PPO, distillation). The algorithm's own file
 keeps its collect and update steps; what is the same for all of them is here: the env-step counter
-and progress bar, the episode returns, the periodic metrics (charts/SPS, the circuit's size),
+and progress bar, the episode returns, the periodic metrics (charts/SPS, the circuit's size, how settled
+a learnable wiring is),
 checkpoints (every ``--checkpoint-every`` steps and at the end) and Ctrl-C/SIGTERM::
 
     with train_loop(run, envs, actor, state) as loop:
@@ -45,9 +46,10 @@ class TrainLoop:
         return self.meter.rate(self.step)
 
     def report(self, scalars: dict, **postfix) -> None:
-        """Log ``scalars`` and the actor's circuit size at this step; the bar shows the recent return,
-        the last SPS and ``postfix``."""
-        self.run.log(self.step, **scalars, **{f"circuit/{k}": v for k, v in self.actor.circuit_stats().items()})
+        """Log ``scalars``, the actor's circuit size and its wiring's candidates per input at this step;
+        the bar shows the recent return, the last SPS and ``postfix``."""
+        self.run.log(self.step, **scalars, **{f"circuit/{k}": v for k, v in self.actor.circuit_stats().items()},
+                     **{f"wiring/{k}": v for k, v in self.actor.wiring_stats().items()})
         self.bar.set_postfix(**self.episodes.postfix(self.meter.last), **postfix)
 
     def checkpoint(self) -> None:
