@@ -246,3 +246,12 @@ def test_training_logs_how_settled_the_wiring_is(optim):
             layer.wiring_weights.zero_()[torch.arange(cols) % rows, torch.arange(cols)] = 1.0
     assert all(v == 1.0 for v in actor.wiring_stats().values())
     assert build_actor(ActorConfig(policy="mlp"), 11, 3, [-1] * 3, [1] * 3).wiring_stats() == {}
+
+
+def test_a_sparse_update_with_a_dense_softmax_still_gives_a_row_major_support():
+    torch.manual_seed(0)
+    layer = LUTLayer(200, 40, 6, wiring_optim="sparse", sparse_softmax=False)
+    w = layer.wiring_weights.detach()
+    src, slot, _ = layer._support()
+    assert torch.equal(torch.stack([src, slot], 1),
+                       torch.nonzero(w >= w.max(0).values - SOFTMAX_MARGIN * layer.tau))

@@ -363,7 +363,8 @@ class LUTLayer(nn.Module):
             if self.wiring_optim == "sparse" and self.sparse_softmax:
                 src, slot, values, top = self._band()
                 near = torch.nonzero(values >= top[slot] - SOFTMAX_MARGIN * self.tau).view(-1)  # once, not per mask
-                self._cache["near"] = (src.index_select(0, near), slot.index_select(0, near))  # row-major, as the band
+                self._cache["near"] = (src.index_select(0, near), slot.index_select(0, near))
+                self._cache["near_sorted"] = True  # row-major, as the band is
                 return top, first_max_among(src, slot, values, top, w.shape[0]), None
             if not _blocked(w):
                 return (*column_max(w), None)
@@ -446,7 +447,7 @@ class LUTLayer(nn.Module):
                 src, slot = self._cache["near"]
             else:
                 src, slot = near_max(w, top, SOFTMAX_MARGIN * self.tau, maxima=maxima)
-            if self.wiring_optim != "sparse":  # the band's entries come in row-major order already
+            if not self._cache.get("near_sorted"):  # the band's entries come in row-major order already
                 order = torch.argsort(src * w.shape[1] + slot)  # CSR: row-major
                 src, slot = src[order], slot[order]
             rows = torch.bincount(src, minlength=w.shape[0]).cumsum(0)
