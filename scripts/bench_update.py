@@ -4,9 +4,9 @@ bench_train.py times a fresh run's first updates, where a learnable wiring is at
 for the sparse update (each input still has many candidates near its best one). This times the
 updates at the state a checkpoint holds (its actor, critics, optimisers and replay), so a run
 checkpointed later in training shows what its updates cost there. Per run: SAC updates exactly as
-dwc train does them (the actor every --policy-frequency updates, that many times, denormals flushed,
-glibc keeping freed memory), on minibatches of the run's own replay; the baseline is a fresh MLP
-actor with the run's SAC settings and critics, on the same replay. Update time only: no env steps
+dwc train does them (the actor every policy_frequency updates of the run's config, that many times,
+denormals flushed, glibc keeping freed memory), on minibatches of the run's own replay; the baseline
+is a fresh MLP actor with the first run's SAC settings and critics, on its replay. Update time only: no env steps
 and no acting, which dilute the ratio in a real run. Rounds interleave the runs and the baseline, in
 one process, 1 thread by default; each figure is the median over rounds.
 
@@ -39,13 +39,13 @@ class Bench:
         obs_dim, act_dim = ckpt["obs_dim"], ckpt["act_dim"]
         actor = build_actor(actor_cfg, obs_dim, act_dim, -np.ones(act_dim), np.ones(act_dim))
         self.learner = SACLearner(actor, obs_dim, act_dim, sac, torch.device("cpu"))
-        if load:
-            self.learner.load_state_dict(ckpt)
-        else:  # the baseline: a fresh actor whose normaliser has seen the same observations
-            actor.normalizer.update(torch.as_tensor(ckpt["replay"]["obs"][: ckpt["replay"]["size"]]))
         replay = ckpt["replay"]
         self.data = [torch.as_tensor(replay[f][: replay["size"]]) for f in
                      ("obs", "next_obs", "actions", "rewards", "terminations")]
+        if load:
+            self.learner.load_state_dict(ckpt)
+        else:  # the baseline: a fresh actor whose normaliser has seen the same observations
+            actor.normalizer.update(self.data[0])
         self.name, self.sac, self.act_dim = name, sac, act_dim
         self.gen = torch.Generator().manual_seed(0)
         self.wiring = actor.wiring_stats()

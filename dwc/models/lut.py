@@ -359,13 +359,13 @@ class LUTLayer(nn.Module):
         takes a gradient), the support is found first and the argmax read off its entries: the same
         first index of the maximum, one search of the score matrix instead of two."""
         def compute():
-            w = self._scores()
-            if self.wiring_optim == "sparse" and self.sparse_softmax:
+            if self.wiring_optim == "sparse" and self.sparse_softmax:  # no masked copy of the scores needed
                 src, slot, values, top = self._band()
                 near = torch.nonzero(values >= top[slot] - SOFTMAX_MARGIN * self.tau).view(-1)  # once, not per mask
                 self._cache["near"] = (src.index_select(0, near), slot.index_select(0, near))
                 self._cache["near_sorted"] = True  # row-major, as the band is
-                return top, first_max_among(src, slot, values, top, w.shape[0]), None
+                return top, first_max_among(src, slot, values, top, self.in_features), None
+            w = self._scores()
             if not _blocked(w):
                 return (*column_max(w), None)
             maxima = _block_maxima(w)
@@ -406,11 +406,11 @@ class LUTLayer(nn.Module):
         top = scores.amax(0) if maxima is None else maxima.amax(0)
         floor = top - BAND * SOFTMAX_MARGIN * self.tau
         src, slot, values = near_max(scores, top, BAND * SOFTMAX_MARGIN * self.tau, maxima=maxima, with_values=True)
-        flat = src * scores.shape[1] + slot
-        order = torch.argsort(flat)
-        self._tracked = {"key": key, "version": w._version, "floor": floor, "flat": flat[order],
-                         "src": src[order], "slot": slot[order]}
-        return src[order], slot[order], values[order], top
+        order = torch.argsort(src * scores.shape[1] + slot)
+        src, slot = src[order], slot[order]
+        self._tracked = {"key": key, "version": w._version, "floor": floor, "flat": src * scores.shape[1] + slot,
+                         "src": src, "slot": slot}
+        return src, slot, values[order], top
 
     def _argmax(self) -> torch.Tensor:
         return self._top()[1]
@@ -441,16 +441,15 @@ class LUTLayer(nn.Module):
         """(sources, slots, CSR row pointers) of the candidates within ``SOFTMAX_MARGIN * tau`` of their
         slot's maximum, in row-major order: where the column-wise softmax(w / tau) is not negligible."""
         def compute():
-            w = self._scores()
             top, _, maxima = self._top()
             if "near" in self._cache:
                 src, slot = self._cache["near"]
             else:
-                src, slot = near_max(w, top, SOFTMAX_MARGIN * self.tau, maxima=maxima)
+                src, slot = near_max(self._scores(), top, SOFTMAX_MARGIN * self.tau, maxima=maxima)
             if not self._cache.get("near_sorted"):  # the band's entries come in row-major order already
-                order = torch.argsort(src * w.shape[1] + slot)  # CSR: row-major
+                order = torch.argsort(src * len(top) + slot)  # CSR: row-major
                 src, slot = src[order], slot[order]
-            rows = torch.bincount(src, minlength=w.shape[0]).cumsum(0)
+            rows = torch.bincount(src, minlength=self.in_features).cumsum(0)
             return src, slot, torch.cat([rows.new_zeros(1), rows])
         return self._cached("support", compute)
 
