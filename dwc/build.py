@@ -154,6 +154,7 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
             # ECP5: LUT4 sites counts the carry cells' LUTs too (the comparators' and adders' CCU2C)
             return {"target": target, "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
                     "fmax_mhz": r["fmax_mhz"], "requested_mhz": r.get("requested_mhz"), "timing_met": r.get("timing_met"),
+                    "clock_required": r.get("clock_required"),
                     "cells": r.get("cells"), "utilisation": r.get("utilisation"),
                     "utilisation_of": r.get("utilisation_of"), "constraints": r.get("constraints"),
                     "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"]}
@@ -188,7 +189,8 @@ def summary_table(s: dict) -> str:
             c = syn["cells"]
             rows.append(("placed cells", f"{c['used']} {c['kind']} of {c['available']}; {syn['utilisation']:.0%} of the "
                                          f"device's {syn['utilisation_of']} (core + shell)"))
-        rows += [("timing", timing_text(syn["fmax_mhz"], syn.get("requested_mhz")) if "requested_mhz" in syn
+        rows += [("timing", timing_text(syn["fmax_mhz"], syn.get("requested_mhz"), syn.get("clock_required", True))
+                  if "requested_mhz" in syn
                   else f"Fmax {syn['fmax_mhz']} MHz"),
                  ("energy / action", f"{syn['nj_per_action']} nJ (estimate)"),
                  ("bitstream", str(syn["bitstream"]))]

@@ -623,8 +623,9 @@ Writes BUILD/synth/<target>/report.json (luts, ffs, cells, utilisation, fmax_mhz
 timing_met, latency_cycles with action_latency_ns at Fmax and action_latency_ns_at_requested,
 actions_per_s, area: the comparator bank and the rest apart, bitstream, constraints, pins, energy,
 tool versions, the exact commands) and the tools' logs next to it; pins.pcf / pins.lpf there holds the pins nextpnr
-used (give it back with --pins to keep them). Exit status 1 when a target misses the requested
-clock or does not fit; a design that cannot fit is refused before place and route. A run that
+used (give it back with --pins to keep them). Exit status 1 when a target misses the clock given
+with --freq (without --freq, place and route aims at 100 MHz and a slower Fmax is only reported) or
+does not fit; a design that cannot fit is refused before place and route. A run that
 fails or is refused leaves the previous BUILD/synth/<target>/ as it was (or none); its own files
 and logs go to BUILD/synth/<target>.failed/. The energy
 per action is an ESTIMATE: switching activity measured on closed-loop episodes of the policy's env
@@ -648,8 +649,9 @@ def _add_synth(sub):
     p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker"], default=[],
                    help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
                         "repeat for several")
-    p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
-                   help=f"clock to place and route for, in MHz (default {DEFAULT_FREQ_MHZ:g})")
+    p.add_argument("--freq", type=float, metavar="MHZ",
+                   help=f"clock the core must reach, in MHz: place and route for it, exit 1 if Fmax falls short "
+                        f"(default: placed for {DEFAULT_FREQ_MHZ:g} MHz, and a slower Fmax is reported, not an error)")
     p.add_argument("--yosys-opts", help="options for yosys' synth_* command, replacing the target's measured "
                                         "default (ECP5: -cmp2softlogic, or -nobram when the adder trees are "
                                         "pipelined; others: none), e.g. -nowidelut")
@@ -665,7 +667,7 @@ def _add_synth(sub):
 
 def cmd_synth(args) -> int:
     from .fpga.synth import synth_build, synth_text, timing_missed
-    if args.freq <= 0:
+    if args.freq is not None and args.freq <= 0:
         raise UserError("--freq must be > 0")
     if not args.target and not args.board:
         raise UserError("give at least one --target or --board")

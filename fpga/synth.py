@@ -204,13 +204,15 @@ def _fits(target: str, t: Target, need: dict, what: str, slack: float = 1.0) -> 
 RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "xc7": 50}
 
 
-def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = 1,
+def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = 1,
           log=print, activity: dict | None = None, energy_steps: int = 1000, pins: Path | None = None) -> dict:
     """Synthesise BUILD's core for ``target`` into BUILD/synth/<target>/; the report also estimates the
     energy per action from ``activity`` (:func:`dwc.fpga.energy.build_activity`; measured here over
     ``energy_steps`` closed-loop steps when not given; ``energy_steps=0`` skips the estimate). ``pins``:
     a PCF (iCE40) or LPF (ECP5) for the shell's ports, passed to nextpnr; without it nextpnr places
     them, and the placed pins are written back as one (report ``constraints``, ``pins``).
+    ``freq_mhz=None``: place for the default clock without requiring it (report ``clock_required``
+    false: a slower Fmax is reported, not a failure).
 
     All or nothing: a run that fails (a tool error, a design that does not fit, Ctrl-C) leaves the
     previous good BUILD/synth/<target>/ (or none); its own files, the tools' logs among them, go to
@@ -241,7 +243,7 @@ def synth(build: Path, target: str, freq_mhz: float = DEFAULT_FREQ_MHZ, yosys_op
     return report
 
 
-def _synth(build: Path, target: str, freq_mhz: float, yosys_opts: str | None, seed: int, log, activity: dict | None,
+def _synth(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | None, seed: int, log, activity: dict | None,
            energy_steps: int, pins: Path | None, given: dict | None, out: Path) -> dict:
     """:func:`synth`'s work in ``out/<target>/``; on failure that folder is moved to ``out/.<target>.tried``
     (which :func:`synth` renames ``<target>.failed``) before :func:`~dwc.rundir.replaces_outputs` puts the
@@ -256,12 +258,14 @@ def _synth(build: Path, target: str, freq_mhz: float, yosys_opts: str | None, se
         raise
 
 
-def _synth_steps(build: Path, target: str, freq_mhz: float, yosys_opts: str | None, seed: int, log,
+def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | None, seed: int, log,
                  activity: dict | None, energy_steps: int, pins: Path | None, given: dict | None, work: Path) -> dict:
     from dwc.fpga import fit
     from dwc.fpga.pins import SUFFIX, constraints_text, placed_pins
     from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage
     t = TARGETS[target]
+    # nextpnr always places for some clock; only one the user gave is a requirement
+    required, freq_mhz = freq_mhz is not None, DEFAULT_FREQ_MHZ if freq_mhz is None else freq_mhz
     ports = json.loads((build / "dwc_core.json").read_text())
     yosys_opts = default_options(t, ports) if yosys_opts is None else yosys_opts
     work.mkdir(parents=True)
@@ -281,7 +285,8 @@ def _synth_steps(build: Path, target: str, freq_mhz: float, yosys_opts: str | No
               "luts": core["luts"], "ffs": core["ffs"], "capacity": {"luts": t.luts, "ffs": t.ffs},
               "cells": None, "latency_cycles": ports["latency_cycles"],
               "initiation_interval": ports.get("initiation_interval", 1), "yosys_options": yosys_opts,
-              "requested_mhz": freq_mhz if t.nextpnr else None, "fmax_mhz": None, "timing_met": None,
+              "requested_mhz": freq_mhz if t.nextpnr else None, "clock_required": required and bool(t.nextpnr),
+              "fmax_mhz": None, "timing_met": None,
               "actions_per_s": None, "bitstream": None}
     if not t.nextpnr:  # xc7: LUT6 and flip-flops are the estimate's only resources
         if core["luts"] > t.luts or core["ffs"] > t.ffs:
@@ -385,7 +390,7 @@ def _synth_steps(build: Path, target: str, freq_mhz: float, yosys_opts: str | No
     return report
 
 
-def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: float = DEFAULT_FREQ_MHZ,
+def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: float | None = DEFAULT_FREQ_MHZ,
                 yosys_opts: str | None = None, seed: int = 1, energy_steps: int = 1000, log=print,
                 pins: Path | None = None) -> dict:
     """``dwc synth``: every target and board top of one build. Switching activity for the energy
@@ -433,10 +438,14 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
     return out
 
 
-def timing_text(fmax: float | None, requested: float | None) -> str:
-    """``Fmax 16.5 MHz < 100 requested: TIMING NOT MET`` (or ``>= ...: timing met``)."""
+def timing_text(fmax: float | None, requested: float | None, required: bool = True) -> str:
+    """``Fmax 16.5 MHz < 100 requested: TIMING NOT MET`` (or ``>= ...: timing met``); with ``required``
+    false (no --freq given) a slower Fmax is stated, not failed."""
     if requested is None:
         return "no clock (estimate only)"
+    if not required and (fmax is None or fmax < requested):
+        reached = "no Fmax reported" if fmax is None else f"Fmax {fmax:.1f} MHz"
+        return f"{reached} (placed for the default {requested:g} MHz; no clock required: --freq MHZ requires one)"
     if fmax is None:
         return f"no Fmax reported, {requested:g} MHz requested: TIMING NOT MET"
     if fmax >= requested:
@@ -476,7 +485,7 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
         if area_text(r):
             lines.append(area_text(r))
         if r.get("requested_mhz") is not None:
-            lines.append(f"{r['target']}: {timing_text(r['fmax_mhz'], r['requested_mhz'])}")
+            lines.append(f"{r['target']}: {timing_text(r['fmax_mhz'], r['requested_mhz'], r.get('clock_required', True))}")
         if r.get("constraints"):
             lines.append(f"{r['target']}: pins {', '.join(f'{k}={v}' for k, v in r['pins'].items())} -> {r['constraints']}")
     for r in reports:
@@ -501,6 +510,6 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
 
 
 def timing_missed(reports: list[dict], boards: list[dict] = ()) -> list[str]:
-    """The targets and boards whose Fmax is below the requested clock."""
-    return ([r["target"] for r in reports if r.get("timing_met") is False]
+    """The targets and boards whose Fmax is below the clock required of them (a board's own clock)."""
+    return ([r["target"] for r in reports if r.get("timing_met") is False and r.get("clock_required", True)]
             + [b["board"] for b in boards if b.get("timing_met") is False])

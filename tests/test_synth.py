@@ -30,7 +30,7 @@ def test_synth_place_route_and_bitstream(small_build, target, capsys):
     r = json.loads((small_build / "synth" / target / "report.json").read_text())
     assert r["luts"] > 0 and r["ffs"] > 0 and r["latency_cycles"] == 3
     assert r["fmax_mhz"] > 20 and abs(r["actions_per_s"] - r["fmax_mhz"] * 1e6) < 1e4  # one action per cycle
-    assert r["requested_mhz"] == 20 and r["timing_met"] is True
+    assert r["requested_mhz"] == 20 and r["timing_met"] is True and r["clock_required"] is True
     # observation in to action out: 3 cycles, in ns at the reached clock and at the requested one
     assert abs(r["action_latency_ns"] - 3e3 / r["fmax_mhz"]) < 0.01 and r["action_latency_ns_at_requested"] == 150.0
     row = next(line for line in out.splitlines() if line.startswith(target))
@@ -177,11 +177,26 @@ def test_timing_and_cells_text():
     assert timing_text(None, None) == "no clock (estimate only)"
 
 
+def test_a_clock_nobody_asked_for_is_reported_not_failed():
+    """Without --freq nextpnr places for the default clock, but a slower Fmax is no error: a core
+    compiled without pipeline stages is not broken for being slower than 100 MHz."""
+    from dwc.fpga.synth import timing_missed, timing_text
+    assert timing_text(45.74, 100, required=False) == \
+        "Fmax 45.7 MHz (placed for the default 100 MHz; no clock required: --freq MHZ requires one)"
+    assert timing_text(120.0, 100, required=False) == "Fmax 120.0 MHz >= 100 requested: timing met"
+    slow = {"target": "ecp5-25k", "timing_met": False, "clock_required": False}
+    assert timing_missed([slow]) == []
+    assert timing_missed([dict(slow, clock_required=True)]) == ["ecp5-25k"]
+    assert timing_missed([{"target": "ice40-up5k", "timing_met": False}]) == ["ice40-up5k"]  # reports from before
+    assert timing_missed([], [{"board": "ulx3s", "timing_met": False}]) == ["ulx3s"]  # a board's clock is its own
+
+
 def test_xc7_estimate(small_build):
     assert main(["synth", str(small_build), "--target", "xc7"]) == 0
     r = json.loads((small_build / "synth" / "xc7" / "report.json").read_text())
     assert r["luts"] > 0 and r["bitstream"] is None and r["fmax_mhz"] is None
     assert r["timing_met"] is None and r["utilisation"] == round(max(r["luts"] / 20800, r["ffs"] / 41600), 4)
+    assert r["requested_mhz"] is None and r["clock_required"] is False  # no place and route, no clock
     assert sum(r["core"]["lut_by_inputs"].values()) == r["luts"]
     assert r["energy"]["static_nj"] is None and r["energy"]["per_action_nj"] > 0  # no clock: dynamic only
 
