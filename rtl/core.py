@@ -107,7 +107,7 @@ class DWCCore(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return 1 + self.input_register + self.pipeline - (self.scope == "network" and self.pipeline > 0)
+        return latency_cycles(self.pipeline, self.input_register, network=self.scope == "network")
 
     def elaborate(self, platform):
         g, cells = self.graph, self.cells
@@ -257,6 +257,13 @@ def port_bits(ports: dict) -> tuple[int, int]:
     return sum(f["width"] for f in ports["inputs"][i]), sum(f["width"] for f in ports["outputs"][o])
 
 
+def latency_cycles(pipeline: int, input_register: bool = True, network: bool = False) -> int:
+    """Cycles from observation in to action out: the output register, the input register and the
+    pipeline's cuts; the network scope (bits in, counts out) has no comparator stage, so its first cut
+    is not paid."""
+    return 1 + input_register + pipeline - (network and pipeline > 0)
+
+
 def port_description(g: Graph, pipeline: int, compressor: int = COMPRESSOR, comparators: str = COMPARATORS[0],
                      input_register: bool = True) -> dict:
     """What a user wiring the core needs: ports, fixed-point formats, latency (1 + input register +
@@ -265,7 +272,7 @@ def port_description(g: Graph, pipeline: int, compressor: int = COMPRESSOR, comp
     return {
         "module": "dwc_core",
         "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
-        "latency_cycles": 1 + input_register + pipeline, "initiation_interval": 1, "pipeline": pipeline,
+        "latency_cycles": latency_cycles(pipeline, input_register), "initiation_interval": 1, "pipeline": pipeline,
         "input_register": input_register,
         "register_cuts": register_cuts(g, pipeline, compressor),
         "popcount_compressor": compressor, "comparators": comparators,
