@@ -345,10 +345,12 @@ def test_near_max_finds_exactly_the_entries_within_the_margin(rows, cols):
 
 
 @pytest.mark.parametrize("n", [2, 6, 8])
-@pytest.mark.parametrize("wiring", ["learnable", "random"])
+@pytest.mark.parametrize("wiring", ["learnable", "random", "learnable-sparse"])
 def test_inference_forward_on_bytes_equals_the_training_forward(n, wiring):
-    """Without autograd the circuit runs on uint8 bits: the same output bits and actions."""
-    cfg = ActorConfig(width=96, lut_inputs=n, wiring=wiring, thermo_bits=15)
+    """Without autograd the circuit runs on uint8 bits (the first layer's thresholds only): the same
+    output bits and actions."""
+    wiring, _, optim = wiring.partition("-")
+    cfg = ActorConfig(width=96, lut_inputs=n, wiring=wiring, thermo_bits=15, wiring_optim=optim or "dense")
     actor = build_actor(cfg, 5, 3, -np.ones(3), np.ones(3))
     obs = torch.randn(300, 5) * 2
     train_bits = actor.circuit_bits(actor.normalizer(obs))
@@ -381,6 +383,9 @@ def test_thermometer_feature_major_equals_transposed_forward():
     xn = torch.randn(33, 7) * 4
     xn[0, 0] = enc.thresholds[3]  # exactly on a threshold: bit set (>=)
     assert torch.equal(enc.forward_fm(xn), enc(xn).t())
+    rows = torch.tensor([104, 0, 3, 3, 50, 17])  # any order, repeats: what a first layer's wiring reads
+    for dtype in (torch.float32, torch.uint8):
+        assert torch.equal(enc.forward_fm_rows(xn, rows, dtype), enc.forward_fm(xn, dtype)[rows])
 
 
 def test_precision_changes_gradients_not_the_circuit():

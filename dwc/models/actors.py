@@ -210,8 +210,10 @@ class DWCActor(_Actor):
     def circuit_bits(self, xn: torch.Tensor) -> torch.Tensor:
         """Normalised obs -> output bits of the last LUT layer (what hardware feeds the popcounts)."""
         if not torch.is_grad_enabled() and all(isinstance(layer, LUTLayer) for layer in self.luts):
-            bits = self.encoder.forward_fm(xn, torch.uint8)  # nothing to differentiate: bytes, not floats
-            for layer in self.luts:
+            # nothing to differentiate: bytes, not floats, and only the thresholds the first layer reads
+            first = self.luts[0]
+            bits = first.lookup_bits(self.encoder.forward_fm_rows(xn, first._flat_indices(), torch.uint8))
+            for layer in self.luts[1:]:
                 bits = layer.forward_bits(bits)
             return bits.to(xn.dtype).t()
         bits = self.encoder.forward_fm(xn)  # feature-major through the LUT layers

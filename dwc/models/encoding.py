@@ -80,6 +80,14 @@ class Thermometer(nn.Module):
         """Feature-major: (batch, D) -> bits (D * B, batch) of ``dtype`` (default xn's), the layout
         LUT layers compute in; built directly in it, ~10x faster than ``forward(xn).t().contiguous()`` on CPU."""
         bits = xn.new_empty(self.dim, self.bits, xn.shape[0], dtype=dtype)
-        # written straight into the output dtype: a bool result cast afterwards is ~20x slower on CPU
-        torch.ge(xn.t().unsqueeze(1), self.thresholds.view(1, -1, 1), out=bits)
+        # written straight into the output dtype: a bool result cast afterwards is ~20x slower on CPU;
+        # from a contiguous (D, batch) copy: comparing along the transposed view's stride is ~6x slower
+        torch.ge(xn.t().contiguous().unsqueeze(1), self.thresholds.view(1, -1, 1), out=bits)
         return bits.view(self.out_features, xn.shape[0])
+
+    def forward_fm_rows(self, xn: torch.Tensor, rows: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """``forward_fm(xn, dtype)[rows]``, computing only those bits: a first LUT layer reads a few of
+        a high-dimensional observation's thresholds (Humanoid: 1,536 of 21,924 at 2 x 256)."""
+        xt = xn.t().contiguous().index_select(0, torch.div(rows, self.bits, rounding_mode="floor"))
+        out = xn.new_empty(len(rows), xn.shape[0], dtype=dtype)
+        return torch.ge(xt, self.thresholds.index_select(0, rows % self.bits).unsqueeze(1), out=out)
