@@ -383,9 +383,11 @@ def test_thermometer_feature_major_equals_transposed_forward():
     xn = torch.randn(33, 7) * 4
     xn[0, 0] = enc.thresholds[3]  # exactly on a threshold: bit set (>=)
     assert torch.equal(enc.forward_fm(xn), enc(xn).t())
-    rows = torch.tensor([104, 0, 3, 3, 50, 17])  # any order, repeats: what a first layer's wiring reads
-    for dtype in (torch.float32, torch.uint8):
-        assert torch.equal(enc.forward_fm_rows(xn, rows, dtype), enc.forward_fm(xn, dtype)[rows])
+    few = torch.tensor([104, 0, 3, 3, 50, 17])  # any order, repeats: what a first layer's wiring reads
+    many = torch.randperm(105).repeat(2)  # more reads than bits: encoded whole, then selected
+    for rows in (few, many):
+        for dtype in (torch.float32, torch.uint8):
+            assert torch.equal(enc.forward_fm_rows(xn, rows, dtype), enc.forward_fm(xn, dtype)[rows])
 
 
 def test_precision_changes_gradients_not_the_circuit():

@@ -86,8 +86,11 @@ class Thermometer(nn.Module):
         return bits.view(self.out_features, xn.shape[0])
 
     def forward_fm_rows(self, xn: torch.Tensor, rows: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """``forward_fm(xn, dtype)[rows]``, computing only those bits: a first LUT layer reads a few of
-        a high-dimensional observation's thresholds (Humanoid: 1,536 of 21,924 at 2 x 256)."""
+        """``forward_fm(xn, dtype)[rows]``, computing only those bits where they are fewer than all: a
+        first LUT layer reads a few of a high-dimensional observation's thresholds (Humanoid: 1,536 of
+        21,924 at 2 x 256, 11x faster), while a wide one over few dimensions reads each many times."""
+        if len(rows) >= self.out_features:
+            return self.forward_fm(xn, dtype).index_select(0, rows)
         xt = xn.t().contiguous().index_select(0, torch.div(rows, self.bits, rounding_mode="floor"))
         out = xn.new_empty(len(rows), xn.shape[0], dtype=dtype)
         return torch.ge(xt, self.thresholds.index_select(0, rows % self.bits).unsqueeze(1), out=out)
