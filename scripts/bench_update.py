@@ -11,6 +11,10 @@ and no acting, which dilute the ratio in a real run. Rounds interleave the runs 
 one process, 1 thread by default; each figure is the median over rounds.
 
   .venv/bin/python scripts/bench_update.py RUN [RUN ...] --updates 30 --rounds 3 --json out.json
+
+--parts also times the DWC-specific parts of each run's updates (LUT lookups, wiring, the wiring's
+Adam step, the thermometer encoding), wrapped one call at a time in an extra round after the timed
+ones; nested parts (indented) are included in their parent's time.
 """
 from __future__ import annotations
 
@@ -64,6 +68,49 @@ class Bench:
         return (time.perf_counter() - t0) / updates * 1e3
 
 
+# (object, attribute, label): the DWC-specific calls --parts times; a label indented by a space is part
+# of the one above it
+PARTS = [("dwc.models.lut:_LutLookup", "forward", "LUT lookup forward"),
+         ("dwc.models.lut:_LutLookup", "backward", "LUT lookup backward (EFD)"),
+         ("dwc.models.lut:_LearnableWiring", "forward", "wiring forward (argmax select)"),
+         ("dwc.models.lut:_LearnableWiring", "backward", "wiring backward"),
+         ("dwc.models.lut:LUTLayer", "sparse_score_grad", " sampled score gradient (sparse)"),
+         ("dwc.models.lut:LUTLayer", "soft_wiring", " softmax over the support"),
+         ("dwc.models.lut:LUTLayer", "_band", "band read or full search"),
+         ("dwc.models.lut:LUTLayer", "lookup_bits", "no-grad lookups (target actions)"),
+         ("dwc.rl.optim:WiringAdam", "_lazy_step", "wiring scores' lazy Adam step"),
+         ("dwc.models.encoding:Thermometer", "forward_fm", "thermometer encoding"),
+         ("dwc.models.encoding:Thermometer", "forward_fm_rows", "thermometer encoding (read bits only)")]
+
+
+def time_parts(bench: "Bench", updates: int) -> dict:
+    """Milliseconds per update spent in each of PARTS over ``updates`` updates of ``bench``."""
+    import importlib
+    spent, saved = {}, []
+
+    def timed(fn, label):
+        def call(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - t0
+        return call
+    for where, attr, label in PARTS:
+        module, _, name = where.partition(":")
+        obj = getattr(importlib.import_module(module), name)
+        raw = obj.__dict__[attr]
+        saved.append((obj, attr, raw))
+        fn = raw.__func__ if isinstance(raw, staticmethod) else raw
+        setattr(obj, attr, staticmethod(timed(fn, label)) if isinstance(raw, staticmethod) else timed(fn, label))
+    try:
+        bench.time(updates)
+    finally:
+        for obj, attr, raw in saved:
+            setattr(obj, attr, raw)
+    return {label: round(spent[label] / updates * 1e3, 3) for _, _, label in PARTS if label in spent}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", type=Path, help="SAC run directories with a full checkpoint (replay included)")
@@ -72,6 +119,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--parts", action="store_true", help="also time the DWC-specific parts of each run's updates")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     keep_freed_memory()
@@ -95,10 +143,18 @@ def main() -> None:
     mlp = statistics.median(times[baseline.name])
     rows = [{"run": b.name, "ms_per_update": statistics.median(times[b.name]), "rounds_ms": times[b.name],
              "vs_mlp": statistics.median(times[b.name]) / mlp, "wiring": b.wiring} for b in benches]
+    if args.parts:
+        for b, row in zip(benches[1:], rows[1:]):
+            row["parts_ms_per_update"] = time_parts(b, args.updates)
     print(f"\n{'run':50s} {'ms/update':>10s} {'vs MLP':>7s}  wiring candidates per input")
     for row in rows:
         cands = " / ".join(f"{v:.2f}" for v in row["wiring"].values()) or "-"
         print(f"{row['run']:50s} {row['ms_per_update']:10.1f} {row['vs_mlp']:6.2f}x  {cands}")
+    for row in rows:
+        if row.get("parts_ms_per_update"):
+            print(f"\n{row['run']}: ms per update in each DWC-specific part (an extra round, each call wrapped)")
+            for label, ms in row["parts_ms_per_update"].items():
+                print(f"  {label:50s} {ms:6.2f}")
     if args.json:
         args.json.write_text(json.dumps({"threads": args.threads, "updates": args.updates, "rounds": args.rounds,
                                          "torch": torch.__version__, "results": rows}, indent=1))
