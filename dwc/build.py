@@ -68,15 +68,15 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
            log=print, input_register: bool = True) -> dict:
     from .compile import compile_run
     from .config import OPTIONS, option_value, resume_config, train_command
-    from .fpga.synth import TARGETS, synth
+    from .fpga.synth import FAMILY_DEVICES, device_for, synth_smallest, target_names
     from .config import EVAL_SEED_OFFSET
     from .evaluation import evaluate_run, train_and_evaluate
     from .rundir import load_config
     from .verify import verify
 
-    if target != "none" and target not in TARGETS:
-        raise UserError(f"--target {target!r}: choose from {', '.join(TARGETS)} or none")
-    if pipeline == "auto" and (target == "none" or not TARGETS[target].nextpnr):
+    if target != "none" and target not in target_names():
+        raise UserError(f"--target {target!r}: choose from {', '.join(target_names())} or none")
+    if pipeline == "auto" and (target == "none" or not device_for(target).nextpnr):
         raise UserError("--pipeline auto measures Fmax by place and route: give an ECP5 or iCE40 --target")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -150,16 +150,19 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
     syn = None
     if target != "none":
         def do_synth():
-            r = synth(circuit, target, freq, log=log)  # its tools' progress, with seconds
+            r = synth_smallest(circuit, target, freq, log=log)  # its tools' progress, with seconds
             # ECP5: LUT4 sites counts the carry cells' LUTs too (the comparators' and adders' CCU2C)
-            return {"target": target, "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
+            return {"target": r["target"], "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
                     "fmax_mhz": r["fmax_mhz"], "requested_mhz": r.get("requested_mhz"), "timing_met": r.get("timing_met"),
                     "clock_required": r.get("clock_required"),
                     "cells": r.get("cells"), "utilisation": r.get("utilisation"),
                     "utilisation_of": r.get("utilisation_of"), "constraints": r.get("constraints"),
-                    "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"]}
-        syn = stage("synth", digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"]),
-                    [circuit / "synth" / target / "report.json"], do_synth)
+                    "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"],
+                    "too_small": r.get("smallest_fit", {}).get("too_small")}
+        key = digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"])
+        # a family's device is known once synthesised: its report is checked through the recorded target
+        done = man.fresh("synth", key, []) if target in FAMILY_DEVICES else None
+        syn = stage("synth", key, [circuit / "synth" / (done["target"] if done else target) / "report.json"], do_synth)
 
     summary = {"env": env, "run": str(run), "policy": comp["policy"], "train_steps": comp.get("train_steps"),
                "episodes": episodes, "seed": seed,
@@ -185,6 +188,9 @@ def summary_table(s: dict) -> str:
     if syn:
         from .fpga.synth import timing_text
         rows += [(f"{syn['target']} LUTs / FFs", f"{syn['luts']} / {syn['ffs']}  (the core alone)")]
+        if syn.get("too_small"):
+            rows.append(("too small", f"{', '.join(syn['too_small'])} (the smallest device of the family it fits: "
+                                      f"{syn['target']})"))
         if syn.get("cells"):
             c = syn["cells"]
             rows.append(("placed cells", f"{c['used']} {c['kind']} of {c['available']}; {syn['utilisation']:.0%} of the "

@@ -615,6 +615,7 @@ def cmd_verify(args) -> int:
 SYNTH_HELP = """\
 examples:
   dwc synth build/ip --target ecp5-25k                  # bitstream + report for an ECP5 25k
+  dwc synth build/ip --target ecp5                      # the smallest ECP5 (25k, 45k, 85k) it fits
   dwc synth build/ip --target xc7                       # LUT6/FF estimate (no place and route)
   dwc synth build/ip --target ice40-up5k --freq 48
   dwc synth build/ip --target ice40-up5k --pins my.pcf  # your pins (PCF for iCE40, LPF for ECP5)
@@ -638,14 +639,15 @@ WebAssembly (about a minute, cached).
 
 
 def _add_synth(sub):
-    from .fpga.synth import TARGETS
+    from .fpga.synth import target_names
     p = sub.add_parser("synth", help="synthesise, place and route the compiled core for an FPGA; bitstream + report",
                        description="Synthesise the compiled core with yosys for an FPGA family, place and route it "
                                    "with nextpnr, pack a bitstream, and report resources, Fmax and throughput.",
                        epilog=SYNTH_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build", type=Path, help="build directory written by dwc compile")
-    p.add_argument("--target", action="append", choices=list(TARGETS), default=[],
-                   help="FPGA target; repeat for several")
+    p.add_argument("--target", action="append", choices=target_names(), default=[],
+                   help="FPGA target: a device, or a family (ecp5, ice40) for the smallest of its devices that the "
+                        "core fits; repeat for several")
     p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker"], default=[],
                    help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
                         "repeat for several")

@@ -161,12 +161,12 @@ def resolve_spec(path: Path) -> Path:
 
 def _hardware(hw: dict, where: str) -> dict:
     """HARDWARE_KEYS with ``hw`` over them, checked."""
-    from .fpga.synth import TARGETS
+    from .fpga.synth import target_names
     if unknown := set(hw) - set(HARDWARE_KEYS):
         raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(HARDWARE_KEYS)}")
     hardware = {**HARDWARE_KEYS, **hw}
-    if hardware["target"] != "none" and hardware["target"] not in TARGETS:
-        raise UserError(f"{where}: target {hardware['target']!r}: choose from {', '.join(TARGETS)} or none")
+    if hardware["target"] != "none" and hardware["target"] not in target_names():
+        raise UserError(f"{where}: target {hardware['target']!r}: choose from {', '.join(target_names())} or none")
     if hardware["episodes"] is not None and not (isinstance(hardware["episodes"], int) and hardware["episodes"] >= 1):
         raise UserError(f"{where}: episodes must be an integer >= 1")
     return hardware

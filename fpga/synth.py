@@ -48,12 +48,28 @@ class Target:
 TARGETS = {
     "ecp5-25k": Target("ecp5", "synth_ecp5", ("--25k", "--package", "CABGA381"), 24288, 24288, "LFE5U-25F",
                        "-cmp2softlogic", "-nobram"),
+    "ecp5-45k": Target("ecp5", "synth_ecp5", ("--45k", "--package", "CABGA381"), 43848, 43848, "LFE5U-45F",
+                       "-cmp2softlogic", "-nobram"),
     "ecp5-85k": Target("ecp5", "synth_ecp5", ("--85k", "--package", "CABGA381"), 83640, 83640, "LFE5U-85F",
                        "-cmp2softlogic", "-nobram"),
     "ice40-up5k": Target("ice40", "synth_ice40", ("--up5k", "--package", "sg48"), 5280, 5280, "iCE40UP5K"),
     "ice40-hx8k": Target("ice40", "synth_ice40", ("--hx8k", "--package", "ct256"), 7680, 7680, "iCE40HX8K"),
     "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
 }
+# A family as a target: its devices smallest first, synthesised for the first the core fits (synth_smallest).
+# No ecp5-12k: nextpnr's --12k places on the whole 25k die (24,288 cells), so it could not tell a fit apart.
+FAMILY_DEVICES = {"ecp5": ("ecp5-25k", "ecp5-45k", "ecp5-85k"), "ice40": ("ice40-up5k", "ice40-hx8k")}
+
+
+def target_names() -> list[str]:
+    """What a --target takes: a device, or a family for its smallest device that fits."""
+    return [*TARGETS, *FAMILY_DEVICES]
+
+
+def device_for(target: str) -> Target:
+    """The device ``target`` names, or the smallest of the family it names."""
+    return TARGETS[FAMILY_DEVICES.get(target, (target,))[0]]
+
 
 # Cell names -> report categories, per family (yosys `stat` names after mapping).
 LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "xc7": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6")}
@@ -201,7 +217,7 @@ def _fits(target: str, t: Target, need: dict, what: str, slack: float = 1.0) -> 
 
 
 # Block RAMs per device (nextpnr's ICESTORM_RAM / DP16KD capacity)
-RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "xc7": 50}
+RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-45k": 108, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "xc7": 50}
 
 
 def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = 1,
@@ -390,6 +406,31 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
     return report
 
 
+def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, *args, log=print,
+                   **kwargs) -> dict:
+    """:func:`synth` for a device; for a family (``ecp5``, ``ice40``), for the smallest of its devices that
+    the core fits, trying them in order of size (a device too small is refused before place and route
+    where yosys' netlist predicts it, else by nextpnr). The report says which were too small and why
+    (``smallest_fit``). Raises :class:`DoesNotFit` naming every device when none fits."""
+    devices = FAMILY_DEVICES.get(target)
+    if devices is None:
+        return synth(build, target, freq_mhz, *args, log=log, **kwargs)
+    too_small = {}
+    for device in devices:
+        try:
+            report = synth(build, device, freq_mhz, *args, log=log, **kwargs)
+        except DoesNotFit as e:
+            too_small[device] = str(e)
+            if device != devices[-1]:
+                log(f"[{device}] too small for this core; trying {devices[devices.index(device) + 1]}")
+            continue
+        report["smallest_fit"] = {"family": target, "device": device, "too_small": too_small}
+        write_json(Path(build) / "synth" / device / "report.json", report)
+        return report
+    raise DoesNotFit(f"--target {target}: the core fits none of {', '.join(devices)}; the largest: "
+                     f"{too_small[devices[-1]]}")
+
+
 def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: float | None = DEFAULT_FREQ_MHZ,
                 yosys_opts: str | None = None, seed: int = 1, energy_steps: int = 1000, log=print,
                 pins: Path | None = None) -> dict:
@@ -406,9 +447,10 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
     if pins is not None:
         try:
             for target in targets:
-                t = TARGETS[target]
-                check_pins_exist(read_constraints(pins, t.family if t.nextpnr else "xc7", target), t.family,
-                                 pin_device(t), package_of(t), pins)
+                for device in FAMILY_DEVICES.get(target, (target,)):
+                    t = TARGETS[device]
+                    check_pins_exist(read_constraints(pins, t.family if t.nextpnr else "xc7", device), t.family,
+                                     pin_device(t), package_of(t), pins)
         except PinError as e:
             raise UserError(str(e)) from None
     activity = None
@@ -420,7 +462,7 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
     out = {"reports": [], "boards": [], "did_not_fit": []}
     for target in targets:
         try:
-            out["reports"].append(synth(build, target, freq_mhz, yosys_opts, seed, log=log, activity=activity,
+            out["reports"].append(synth_smallest(build, target, freq_mhz, yosys_opts, seed, log=log, activity=activity,
                                         energy_steps=energy_steps, pins=pins))
         except DoesNotFit as e:
             out["did_not_fit"].append(str(e))

@@ -119,6 +119,30 @@ def test_a_missed_clock_exits_1_with_the_requested_and_reached_clock(small_build
     assert Path(r["bitstream"]).exists()  # still built: the engineer decides
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # ~1 minute: yosys for the 25k, then one small place-and-route run on the 45k
+def test_a_family_target_takes_the_smallest_device_the_core_fits(small_build, tmp_path, capsys, monkeypatch):
+    """--target ecp5 tries the ECP5 devices in order of size: one the core does not fit is skipped, with
+    its reason in the report, and the next one is placed and routed."""
+    import dataclasses
+    import shutil
+
+    from dwc.fpga import synth as fpga_synth
+    out = tmp_path / "b"
+    shutil.copytree(small_build, out, ignore=shutil.ignore_patterns("synth", "board"))
+    # the 25k shrunk to 100 cells, too few for this core, so the family's next device has to take it
+    monkeypatch.setitem(fpga_synth.TARGETS, "ecp5-25k",
+                        dataclasses.replace(fpga_synth.TARGETS["ecp5-25k"], luts=100, ffs=100))
+    assert main(["synth", str(out), "--target", "ecp5", "--energy-steps", "0"]) == 0
+    assert "[ecp5-25k] too small for this core; trying ecp5-45k" in capsys.readouterr().out
+    r = json.loads((out / "synth" / "ecp5-45k" / "report.json").read_text())
+    assert r["target"] == "ecp5-45k" and r["device"] == "LFE5U-45F" and r["cells"]["available"] == 43848
+    assert Path(r["bitstream"]).exists() and not (out / "synth" / "ecp5-25k").exists()
+    fit = r["smallest_fit"]
+    assert fit["family"] == "ecp5" and fit["device"] == "ecp5-45k" and list(fit["too_small"]) == ["ecp5-25k"]
+    assert "ecp5-25k (LFE5U-25F) is too small for this design" in fit["too_small"]["ecp5-25k"]
+
+
 def test_pins_file_errors_are_one_line(small_build, tmp_path, capsys):
     """--pins is checked before any tool runs: the wrong kind for the target, a missing port, a pin
     the package does not have, a target that is not placed."""
