@@ -9,7 +9,7 @@ from pathlib import Path
 from .errors import UserError
 
 FAULTS_IN = ("garbage", "drop", "corrupt", "disconnect")  # on the N-th observation frame received
-FAULTS_OUT = ("garbage-reply", "drop-reply", "corrupt-reply")  # on the N-th reply sent
+FAULTS_OUT = ("garbage-reply", "drop-reply", "corrupt-reply", "late-reply")  # on the N-th reply sent
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -695,9 +695,10 @@ examples:
   dwc hil build/ip --port socket://127.0.0.1:5555             # the virtual board of dwc board-sim
   dwc hil build/ip --port socket://lab-pi:3333                # a board behind ser2net on another machine
 
-Every action comes from the circuit over the UART protocol of dwc.rtl.link (0xA5 | observation |
-checksum -> 0x5A | action | on-chip latency | checksum); a lost or corrupted frame is resent after a
-timeout, garbage between frames is skipped, and a lost connection (board unplugged, socket closed)
+Every action comes from the circuit over the UART protocol of dwc.rtl.link (0xA5 | sequence |
+observation | checksum -> 0x5A | sequence | action | on-chip latency | checksum); a lost or corrupted
+frame is resent after a timeout, a late reply to an earlier observation is told apart by its sequence
+byte and dropped, garbage between frames is skipped, and a lost connection (board unplugged, socket closed)
 is reopened for up to --reconnect seconds. --port takes anything pyserial opens: a device, or
 socket://HOST:PORT and rfc2217://HOST:PORT. Writes BUILD/hil_report.json: returns next to the
 reference executor's, on-chip latency in cycles, link time per step, resent frames and, on a port,
@@ -771,8 +772,9 @@ and then prints one line: connections, frames received, replies sent, bad frames
 --inject KIND@FRAME (repeatable) spoils one frame on the socket, counted from 0 since the board
 started, resent frames included: garbage, drop, corrupt or disconnect on the FRAME-th observation
 received (garbage bytes before it, one byte lost, one bit flipped, or the connection closed as it
-arrives); garbage-reply, drop-reply or corrupt-reply on the FRAME-th reply sent (the garbage holds
-a false start byte).
+arrives); garbage-reply, drop-reply, corrupt-reply or late-reply on the FRAME-th reply sent (the
+garbage holds a false start byte; a late reply is held back until just before the reply after the
+next, so it arrives while the host, having resent and moved on, waits for a later step's).
 """
 
 
@@ -790,7 +792,7 @@ def _add_board_sim(sub):
                         "217, 12 for the iCEBreaker's 104 (default: 4 cycles per bit, as dwc hil --sim; fast)")
     p.add_argument("--inject", action="append", default=[], metavar="KIND@FRAME",
                    help="spoil one frame: garbage, drop, corrupt, disconnect (the FRAME-th observation received) "
-                        "or garbage-reply, drop-reply, corrupt-reply (the FRAME-th reply sent)")
+                        "or garbage-reply, drop-reply, corrupt-reply, late-reply (the FRAME-th reply sent)")
 
 
 def cmd_board_sim(args) -> int:

@@ -121,34 +121,35 @@ def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps
     import serial
 
     from .sim.closed_loop import Episode, make_env
-    from .sim.link_codec import ResponseParser, obs_frame
+    from .sim.link_codec import ResponseParser, obs_frame, reply_for
     try:
         env = make_env(env_id, graph)
     except ValueError as e:
         raise UserError(str(e)) from None
     link, parser = _Link(port, baud, min(0.05, timeout_s), reconnect_s), ResponseParser(ports)
-    episodes, latencies, retries, late, link_s, slowest = [], set(), 0, 0, 0.0, 0.0
+    episodes, latencies, retries, late, link_s, step = [], set(), 0, 0, 0.0, 0
     t0 = time.perf_counter()
 
-    def receive(deadline: float):
+    def receive(deadline: float, seq: int):
+        """The reply to observation ``seq``; replies to earlier ones that come late are dropped."""
         nonlocal late
         while time.perf_counter() < deadline:
-            frames = parser.feed(link.port.read(max(1, link.port.in_waiting)))
-            if frames:
-                late += len(frames) - 1  # replies to the same observation, resent
-                return frames[0]
+            got, others = reply_for(parser.feed(link.port.read(max(1, link.port.in_waiting))), seq)
+            late += others
+            if got:
+                return got
         return None
 
     try:
         for seed in seeds:
             ep = Episode(env, graph, seed, max_steps)
             while not ep.done:
-                frame, got = obs_frame(ep.q, ports), None
+                frame, got = obs_frame(ep.q, ports, step), None
                 for attempt in range(RESEND_ATTEMPTS):
                     t = time.perf_counter()
                     try:
                         link.port.write(frame)
-                        got = receive(t + timeout_s)
+                        got = receive(t + timeout_s, step)
                     except serial.SerialException as e:  # the connection is gone: reopen, then resend
                         link.reopen(str(e))
                         parser.reset()
@@ -161,18 +162,9 @@ def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps
                     raise UserError(f"no valid response from {port} after {RESEND_ATTEMPTS} attempts (step "
                                     f"{len(ep.actions)}); is the board programmed with this build's bitstream at "
                                     f"{baud} baud?")
-                if attempt:
-                    # The frame was sent more than once, and a reply that came late would be taken for the
-                    # next step's (replies carry no sequence number): after the last send, wait twice the
-                    # slowest clean exchange so far (the timeout before there is one) and drop what comes.
-                    try:
-                        late += _drain(link.port, parser, t + (min(timeout_s, 2 * slowest) if slowest else timeout_s))
-                    except serial.SerialException:
-                        pass  # lost now: the next step's write finds out and reopens
-                else:
-                    slowest = max(slowest, time.perf_counter() - t)
                 ep.step(got[0])
                 latencies.add(got[1])
+                step += 1
             episodes.append(ep.record())
     finally:
         link.port.close()
@@ -182,20 +174,10 @@ def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps
             "link_seconds": link_s}
 
 
-def _drain(port, parser, until: float) -> int:
-    """Read until ``until`` (``time.perf_counter``); good frames that arrive (late replies) are counted
-    and dropped."""
-    n = 0
-    while time.perf_counter() < until:
-        n += len(parser.feed(port.read(max(1, port.in_waiting))))
-    parser.reset()
-    return n
-
-
 def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None, max_steps: int | None = None,
         sim: bool = True, port: str | None = None, baud: int = 115200, inject: list[str] = (), log=print,
         timeout_s: float = 0.5, reconnect_s: float = 10.0) -> dict:
-    from .rtl.link import frame_sizes
+    from .rtl.link import frame_lengths
     from .sim.closed_loop import action_mismatches, reference_episodes
     from .compiled import load_build
     from .verify import evaluation_seed
@@ -225,8 +207,8 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
         log(f"running {episodes} episode(s) over {port} ...")
         r = run_serial(graph, ports, port, baud, env_id, seeds, max_steps, timeout_s, reconnect_s)
         ref = reference()
-    obs_b, act_b = frame_sizes(ports)
-    bits = 10 * ((obs_b + 2) + (act_b + 3))
+    obs_len, act_len = frame_lengths(ports)
+    bits = 10 * (obs_len + act_len)
     steps = sum(e["steps"] for e in r["episodes"])
     report = {"build": str(build), "env": env_id, "mode": "sim" if sim else f"serial {port}", "episodes": episodes,
               "seeds": seeds, "steps": steps, "return_hil": [e["return"] for e in r["episodes"]],
@@ -235,7 +217,7 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
               # steps count across the episodes; a fault after the last step was never sent
               "faults_injected": {str(k): v for k, v in faults.items() if k < steps},
               "faults_not_reached": {str(k): v for k, v in faults.items() if k >= steps},
-              "frame_bytes": {"obs": obs_b + 2, "action": act_b + 3},
+              "frame_bytes": {"obs": obs_len, "action": act_len},
               "link_time_per_step_s_at_baud": round(bits / baud, 6), "baud": baud,
               "wall_seconds": round(r["seconds"], 2)}
     if "frames_bad" in r:
@@ -243,8 +225,8 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
     if "link_seconds" in r:
         report["link_time_per_step_s_measured"] = round(r["link_seconds"] / max(1, steps), 6)
     if "reconnects" in r:
-        report.update(reconnects=r["reconnects"], bad_frames_at_host=r["bad_frames_host"],
-                      late_replies_dropped=r["late_replies"])
+        report.update(reconnects=r["reconnects"], bad_frames_at_host=r["bad_frames_host"])
+    report["late_replies_dropped"] = r.get("late_replies", 0)  # replies to an earlier observation (its sequence byte)
     report["action_mismatches"] = action_mismatches(r["episodes"], ref)
     report["passed"] = report["action_mismatches"] == 0 and set(r["latency"]) <= {ports["latency_cycles"]}
     write_json(build / "hil_report.json", report)

@@ -2,13 +2,15 @@
 
 Frames (bytes; multi-byte words little-endian; checksum makes the sum of payload + checksum 0 mod 256):
 
-  host -> FPGA   0xA5 | observation word (obs_bytes) | checksum
-  FPGA -> host   0x5A | action word (act_bytes) | latency in cycles (1 byte) | checksum
+  host -> FPGA   0xA5 | sequence | observation word (obs_bytes) | checksum
+  FPGA -> host   0x5A | sequence | action word (act_bytes) | latency in cycles (1 byte) | checksum
 
 The observation word is the core's ``obs`` port bits (field ``o<d>`` at its ``lsb``, from the port
-JSON) zero-padded to whole bytes; the action word likewise. A frame with a bad checksum, a UART
-framing error or a gap longer than ``timeout`` cycles inside a frame is dropped and the parser waits
-for the next 0xA5, so the host resynchronises by resending after its own timeout.
+JSON) zero-padded to whole bytes; the action word likewise. The reply carries the sequence byte of
+the observation it answers, so a host that resent an observation can tell a late reply to an earlier
+one from the reply it waits for. A frame with a bad checksum, a UART framing error or a gap longer
+than ``timeout`` cycles inside a frame is dropped and the parser waits for the next 0xA5, so the host
+resynchronises by resending after its own timeout.
 """
 from __future__ import annotations
 
@@ -28,8 +30,16 @@ def link_timeout(divisor: int) -> int:
 
 
 def frame_sizes(ports: dict) -> tuple[int, int]:
+    """Bytes of the observation word and of the action word."""
     obs_bits, act_bits = port_bits(ports)
     return (obs_bits + 7) // 8, (act_bits + 7) // 8
+
+
+def frame_lengths(ports: dict) -> tuple[int, int]:
+    """Bytes of a whole observation frame (start, sequence, word, checksum) and reply frame (start,
+    sequence, word, latency, checksum)."""
+    obs_b, act_b = frame_sizes(ports)
+    return obs_b + 3, act_b + 4
 
 
 class PolicyLink(wiring.Component):
@@ -49,13 +59,14 @@ class PolicyLink(wiring.Component):
         m.submodules.tx = tx = UARTTx(self.divisor)
         m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx)]
 
-        obs = Signal(8 * self.obs_bytes)
-        count = Signal(range(max(self.obs_bytes, self.act_bytes + 2) + 2))
+        frame = Signal(8 * (self.obs_bytes + 1))  # sequence byte, then the observation word
+        obs, seq = frame[8:], Signal(8)
+        count = Signal(range(max(self.obs_bytes + 1, self.act_bytes + 3) + 2))
         total = Signal(8)
         idle = Signal(range(self.timeout + 1))
         latency = Signal(8)
         act = Signal(8 * self.act_bytes)
-        out = Signal(8 * (self.act_bytes + 2))  # action bytes, latency, checksum
+        out = Signal(8 * (self.act_bytes + 3))  # sequence, action bytes, latency, checksum
         m.d.sync += core.valid_in.eq(0)
         m.d.comb += core.obs.as_value().eq(obs[:len(core.obs.as_value())])
 
@@ -70,9 +81,9 @@ class PolicyLink(wiring.Component):
                     m.d.sync += self.frames_bad.eq(self.frames_bad + 1)
                     m.next = "START"
                 with m.Elif(rx.valid):
-                    m.d.sync += [obs.eq(Cat(obs[8:], rx.data)), total.eq(total + rx.data), count.eq(count + 1),
+                    m.d.sync += [frame.eq(Cat(frame[8:], rx.data)), total.eq(total + rx.data), count.eq(count + 1),
                                  idle.eq(0)]
-                    with m.If(count == self.obs_bytes - 1):
+                    with m.If(count == self.obs_bytes):
                         m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += idle.eq(idle + 1)
@@ -81,7 +92,8 @@ class PolicyLink(wiring.Component):
                     m.next = "START"
                 with m.Elif(rx.valid):
                     with m.If((total + rx.data)[:8] == 0):
-                        m.d.sync += [core.valid_in.eq(1), latency.eq(0), self.frames_ok.eq(self.frames_ok + 1)]
+                        m.d.sync += [core.valid_in.eq(1), latency.eq(0), self.frames_ok.eq(self.frames_ok + 1),
+                                     seq.eq(frame[:8])]
                         m.next = "COMPUTE"
                     with m.Else():
                         m.d.sync += self.frames_bad.eq(self.frames_bad + 1)
@@ -93,9 +105,9 @@ class PolicyLink(wiring.Component):
                     m.d.sync += act.eq(core.action.as_value())
                     m.next = "PREPARE"
             with m.State("PREPARE"):  # response bytes and their checksum
-                body = Cat(act, latency)
+                body = Cat(seq, act, latency)
                 s = 0
-                for i in range(self.act_bytes + 1):
+                for i in range(self.act_bytes + 2):
                     s = s + body[8 * i:8 * i + 8]
                 m.d.sync += [out.eq(Cat(body, (0 - s)[:8])), count.eq(0)]
                 m.next = "SEND_START"
@@ -107,7 +119,7 @@ class PolicyLink(wiring.Component):
                 m.d.comb += [tx.data.eq(out[:8]), tx.valid.eq(tx.ready)]
                 with m.If(tx.ready):
                     m.d.sync += [out.eq(out >> 8), count.eq(count + 1)]
-                    with m.If(count == self.act_bytes + 1):
+                    with m.If(count == self.act_bytes + 2):
                         m.next = "START"
         return m
 

@@ -286,7 +286,7 @@ async def hil(dut):
 
     from dwc.ir import Graph
     from dwc.sim.closed_loop import Episode, make_env
-    from dwc.sim.link_codec import ResponseParser, faulty, obs_frame
+    from dwc.sim.link_codec import ResponseParser, faulty, obs_frame, reply_for
 
     h, ports = j["hil"], j["ports"]
     bit_ns = 10 * h["divisor"]
@@ -296,28 +296,31 @@ async def hil(dut):
     await start_link(dut)
     parser = ResponseParser(ports)
 
-    async def receive(timeout_ns: int):
-        """Bytes from tx until a good response frame or the timeout."""
+    async def receive(timeout_ns: int, seq: int):
+        """Bytes from tx until the reply to observation ``seq`` (late replies to earlier ones are
+        dropped) or the timeout."""
+        nonlocal late
         while True:
             fired = await First(FallingEdge(dut.tx), Timer(timeout_ns, unit="ns"))
             if isinstance(fired, Timer):
                 return None
-            frames = parser.feed(bytes([await uart_byte_after_start(dut, bit_ns)]))
-            if frames:
-                return frames[0]
+            got, others = reply_for(parser.feed(bytes([await uart_byte_after_start(dut, bit_ns)])), seq)
+            late += others
+            if got:
+                return got
 
     timeout_ns = bit_ns * 10 * h["timeout_bytes"]
-    episodes, latencies, retries, steps = [], set(), 0, 0
+    episodes, latencies, retries, steps, late = [], set(), 0, 0, 0
     t0 = time.perf_counter()
     for seed in h["seeds"]:
         ep = Episode(env, graph, seed, h.get("max_steps"))
         while not ep.done:
-            frame = obs_frame(ep.q, ports)
+            frame = obs_frame(ep.q, ports, steps)
             kind = faults.get(steps)
             got = None
             for attempt in range(4):
                 await uart_send(dut, faulty(frame, kind) if attempt == 0 and kind else frame, bit_ns)
-                got = await receive(timeout_ns)
+                got = await receive(timeout_ns, steps)
                 if got is not None:
                     break
                 retries += 1
@@ -329,7 +332,7 @@ async def hil(dut):
             steps += 1
         episodes.append(ep.record())
     save("hil", {"episodes": episodes, "latency": sorted(latencies), "retries": retries,
-                 "bad_frames_host": parser.bad, "seconds": time.perf_counter() - t0,
+                 "bad_frames_host": parser.bad, "late_replies": late, "seconds": time.perf_counter() - t0,
                  "frames_ok": int(dut.frames_ok.value), "frames_bad": int(dut.frames_bad.value)})
 
 
@@ -357,14 +360,14 @@ async def board(dut):
     from cocotb.simtime import get_sim_time
     from cocotb.triggers import Timer
 
-    from dwc.rtl.link import ACT_START, OBS_START, frame_sizes
+    from dwc.rtl.link import ACT_START, OBS_START, frame_lengths
     from dwc.sim.link_codec import REPLY_GARBAGE, FaultyStream
 
     b, ports, results = j["board"], j["ports"], j["results"]["board"]
     bit_ns, quiet_ns = 10 * b["divisor"], 10 * b["quiet_cycles"]
-    obs_b, act_b = frame_sizes(ports)
-    incoming = FaultyStream(OBS_START, obs_b + 2, {int(k): v for k, v in b["faults_in"].items()})
-    outgoing = FaultyStream(ACT_START, act_b + 3, {int(k): v for k, v in b["faults_out"].items()}, REPLY_GARBAGE)
+    obs_len, act_len = frame_lengths(ports)
+    incoming = FaultyStream(OBS_START, obs_len, {int(k): v for k, v in b["faults_in"].items()})
+    outgoing = FaultyStream(ACT_START, act_len, {int(k): v for k, v in b["faults_out"].items()}, REPLY_GARBAGE)
 
     def event(**kw):
         with open(b["events"], "a") as f:

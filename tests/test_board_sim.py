@@ -70,7 +70,7 @@ def test_hil_over_a_virtual_board_recovers_from_every_fault(build, capsys):
     running board (a new connection) passes too, and Ctrl-C stops the board with one line."""
     # frames and replies are counted from 0 since the board started, resent frames included
     faults = ["garbage@2", "drop@5", "corrupt@8", "disconnect@11", "garbage-reply@16", "drop-reply@19",
-              "corrupt-reply@23"]
+              "corrupt-reply@23", "late-reply@27"]
     board = BoardSim(build, *[a for f in faults for a in ("--inject", f)])
     try:
         assert board.url.startswith("socket://127.0.0.1:")
@@ -80,9 +80,12 @@ def test_hil_over_a_virtual_board_recovers_from_every_fault(build, capsys):
         assert code == 0 and "PASS" in out and "1 reconnections" in out, out
         assert r["steps"] == 30 and r["action_mismatches"] == 0 and r["return_hil"] == r["return_ref"]
         assert r["latency_cycles_on_chip"] == [r["latency_cycles_declared"]]
-        # resent: the dropped byte, the flipped bit, the frame cut by the disconnect, the lost and the
-        # corrupted reply; garbage before a frame is skipped by the link, before a reply by the host
-        assert r["retries"] == 5 and r["reconnects"] == 1
+        # resent: the dropped byte, the flipped bit, the frame cut by the disconnect, the lost, the
+        # corrupted and the held-back reply; garbage before a frame is skipped by the link, before a
+        # reply by the host
+        assert r["retries"] == 6 and r["reconnects"] == 1
+        # the held-back reply arrives during the next step, and its sequence byte says it is not that step's
+        assert r["late_replies_dropped"] == 1
         assert r["bad_frames_at_host"] >= 2  # the false start in the reply garbage, the corrupted reply
         assert r["mode"] == f"serial {board.url}"
         # a second board on the same address: one line, no traceback
@@ -101,10 +104,10 @@ def test_hil_over_a_virtual_board_recovers_from_every_fault(build, capsys):
     assert "disconnected (disconnect injected at frame 11)" in text and "closed by the host" in text
     assert code == 0 and "Traceback" not in err, err
     last = board.lines[-1]
-    assert last.startswith("virtual board stopped: 3 connection(s)") and "faults injected 7" in last, last
-    # frames received: 30 + 5 steps and 5 resent
+    assert last.startswith("virtual board stopped: 3 connection(s)") and "faults injected 8" in last, last
+    # frames received: 30 + 5 steps and 6 resent
     s = json.loads((build / "hil" / "sim-verilator" / "board_status.json").read_text())
-    assert s["frames_received"] == 40 and s["frames_bad_on_chip"] == 2  # the dropped byte and the flipped bit
+    assert s["frames_received"] == 41 and s["frames_bad_on_chip"] == 2  # the dropped byte and the flipped bit
 
 
 def free_port() -> int:
@@ -169,3 +172,7 @@ def test_faults_stream_byte_by_byte():
     outs = [s.feed(p) for p in pieces]
     assert b"".join(o for o, _ in outs[:3]) == frame + faulty(frame, "drop")
     assert outs[3] == (b"", True) and s.injected == [(1, "drop"), (2, "disconnect")] and s.frames == 3
+    f = [bytes([0xA5, i, 2, 3, 0xF7 - i]) for i in range(4)]  # four frames told apart by their second byte
+    late = FaultyStream(0xA5, 5, {0: "late"})
+    # frame 0 held back, passed on just before frame 2, whichever chunks the bytes come in
+    assert b"".join(late.feed(bytes([b]))[0] for b in b"".join(f)) == f[1] + f[0] + f[2] + f[3]

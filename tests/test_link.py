@@ -28,7 +28,7 @@ def run_link(g, chunks: list[bytes], cycles_after: int = 2000) -> tuple[Response
     ports = core.port_description()
     parser = ResponseParser(ports)
     got = []
-    gap = [1] * ((link.act_bytes + 3) * 10 + 30)
+    gap = [1] * ((link.act_bytes + 4) * 10 + 30)  # the reply frame's bits and some
 
     async def bench(ctx):
         line = [bit for c in chunks for bit in uart_bits(c) + gap]
@@ -64,21 +64,34 @@ def test_link_returns_the_reference_actions(seed):
     g = random_graph(seed)
     ports = port_description(g, 1)
     q = inputs_for(g, 5, seed)
-    parser, got = run_link(g, [obs_frame(v, ports) for v in q])
-    assert [a for a, _ in got] == ref.actions_int(g, q).tolist()
-    assert {lat for _, lat in got} == {3}  # latency in cycles, as declared, measured on chip
+    seqs = [252, 253, 254, 255, 0, 1, 7]  # any byte, wrapping (inputs_for gives 5 + 2 observations)
+    parser, got = run_link(g, [obs_frame(v, ports, seq) for v, seq in zip(q, seqs)])
+    assert [a for _, a, _ in got] == ref.actions_int(g, q).tolist()
+    assert [s for s, _, _ in got] == seqs  # each reply names the observation it answers
+    assert {lat for _, _, lat in got} == {3}  # latency in cycles, as declared, measured on chip
 
 
 def test_link_drops_bad_frames_and_resynchronises():
     g = random_graph(4)
     ports = port_description(g, 1)
     q = inputs_for(g, 4, 4)
-    frames = [obs_frame(v, ports) for v in q]
+    frames = [obs_frame(v, ports, i) for i, v in enumerate(q)]
     corrupted = bytearray(frames[1])
-    corrupted[1] ^= 0x10  # checksum fails
-    dropped = frames[2][:2] + frames[2][3:]  # one byte lost: the frame times out
+    corrupted[2] ^= 0x10  # checksum fails
+    dropped = frames[2][:3] + frames[2][4:]  # one byte lost: the frame times out
     # garbage before a frame; a false start (0xA5 then silence: the parser times out); a frame with a
     # flipped bit (checksum); a frame missing a byte (times out); then a good frame again
     parser, got = run_link(g, [b"\x00\xff\x13" + frames[0], b"\xa5\x01", bytes(corrupted), dropped, frames[3]])
     want = ref.actions_int(g, q).tolist()
-    assert [a for a, _ in got] == [want[0], want[3]]
+    assert [(s, a) for s, a, _ in got] == [(0, want[0]), (3, want[3])]
+
+
+def test_the_host_takes_only_the_reply_to_its_observation():
+    """A resent observation's first reply may come after all, once the host has moved on: its
+    sequence byte tells it apart, so it is dropped, never taken for the next step's action."""
+    from dwc.sim.link_codec import reply_for
+    late, mine = (6, [1, 2], 3), (7, [5, 5], 3)
+    assert reply_for([late, mine], 7) == (([5, 5], 3), 1)
+    assert reply_for([late], 7) == (None, 1)
+    assert reply_for([mine, mine], 7) == (([5, 5], 3), 1)  # a reply to both sends of the same frame
+    assert reply_for([(0, [9], 3)], 256) == (([9], 3), 0)  # the step number mod 256
