@@ -103,15 +103,17 @@ def _default(sub, dest):
 
 
 def test_one_default_clock_everywhere():
-    """compile --pipeline auto, build, synth, demo and sweeps request the same clock unless told."""
+    """compile --pipeline auto, build, synth, demo and sweeps request the same clock unless told (dwc
+    synth places for it without requiring it when no --freq is given)."""
     import inspect
 
     from dwc.build import _build as build
     from dwc.compile import compile_run
     from dwc.config import DEFAULT_FREQ_MHZ
-    from dwc.fpga.synth import synth, synth_build
+    from dwc.fpga.synth import _synth_steps, synth, synth_build
     from dwc.sweep import HARDWARE_KEYS
-    assert {_default(sub, "freq") for sub in ("compile", "build", "synth")} == {DEFAULT_FREQ_MHZ}
+    assert {_default(sub, "freq") for sub in ("compile", "build")} == {DEFAULT_FREQ_MHZ}
+    assert _default("synth", "freq") is None and "DEFAULT_FREQ_MHZ if freq_mhz is None" in inspect.getsource(_synth_steps)
     defaults = {inspect.signature(f).parameters[p].default
                 for f, p in ((build, "freq"), (compile_run, "freq"), (synth, "freq_mhz"), (synth_build, "freq_mhz"))}
     assert defaults == {HARDWARE_KEYS["freq"]} == {DEFAULT_FREQ_MHZ}
