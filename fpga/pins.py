@@ -36,6 +36,26 @@ def ecp5_site_to_pin(device: str, package: str) -> dict[str, str]:
     return {f"X{p['col']}/Y{p['row']}/PIO{p['pio']}": pin for pin, p in pkg.items()}
 
 
+def ecp5_bonded_default(device: str, package: str, ports=SHELL_PORTS) -> dict[str, str] | None:
+    """Port -> package pin for ``ports`` where ``package`` does not bond every I/O site of the die
+    (LFE5U-45F and -85F in CABGA381), else None. nextpnr places an unconstrained port on any site of
+    the die, bonded or not: on the 85k it put two of the shell's seven on sites without a ball. The
+    pins: bonded ones with no special function (PLL, clock, configuration), in bank and ball order."""
+    db = _trellis_iodb(device)
+    bonded = db["packages"][package]
+    if len(bonded) >= len(db["pio_metadata"]):
+        return None
+    special = {(m["col"], m["row"], m["pio"]): m for m in db["pio_metadata"] if m.get("function")}
+    bank = {(m["col"], m["row"], m["pio"]): m["bank"] for m in db["pio_metadata"]}
+
+    def ball(pin):  # A2 < A10 < B1
+        row, col = re.fullmatch(r"([A-Z]+)(\d+)", pin).groups()
+        return row, int(col)
+    plain = sorted((bank[(p["col"], p["row"], p["pio"])], ball(pin), pin) for pin, p in bonded.items()
+                   if (p["col"], p["row"], p["pio"]) not in special)
+    return {port: pin for port, (_, _, pin) in zip(ports, plain)}
+
+
 # ---- iCE40: probed from nextpnr ----------------------------------------------------------------
 
 def ice40_pin_names(package: str) -> list[str]:

@@ -277,7 +277,7 @@ def _synth(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | N
 def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | None, seed: int, log,
                  activity: dict | None, energy_steps: int, pins: Path | None, given: dict | None, work: Path) -> dict:
     from dwc.fpga import fit
-    from dwc.fpga.pins import SUFFIX, constraints_text, placed_pins
+    from dwc.fpga.pins import SUFFIX, constraints_text, ecp5_bonded_default, placed_pins
     from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage
     t = TARGETS[target]
     # nextpnr always places for some clock; only one the user gave is a requirement
@@ -335,10 +335,17 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
         _fits(target, t, need, "core + shell")
         pnr = [*t.nextpnr, "--json", "top.json", "--freq", f"{freq_mhz:g}", "--report", "pnr.json",
                "--write", "placed.json", "--timing-allow-fail", "--seed", str(seed)]
+        bonded = None
         if given is not None:
             name = f"given{SUFFIX[t.family]}"
             (work / name).write_text(Path(pins).read_text(errors="replace"))
             pnr += [f"--{SUFFIX[t.family][1:]}", name]
+        elif t.family == "ecp5" and (bonded := ecp5_bonded_default(pin_device(t), package_of(t))):
+            # the package leaves I/O sites unbonded, and nextpnr would place a port on one: pins it has
+            (work / "bonded.lpf").write_text(constraints_text(bonded, "ecp5", (
+                f"dwc synth --target {target}: {package_of(t)} does not bond every I/O site of the {t.device}, so "
+                "the shell's ports go to bonded pins\nwith no special function (give --pins to choose others)")))
+            pnr += ["--lpf", "bonded.lpf"]
         if t.family == "ecp5":
             pnr += ["--textcfg", "top.config"]
             pack = ("yowasp-ecppack", ["--compress", "top.config", "top.bit"], "top.bit")
@@ -369,12 +376,13 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
         # 3. the pins nextpnr used, as a constraints file that reproduces them
         placed = placed_pins(json.loads((work / "placed.json").read_text()), t.family, pin_device(t), package_of(t))
         (work / "placed.json").unlink()  # the whole placed design (tens of MB on large cores): only its pins are kept
-        if given is not None and placed != given:
-            raise RuntimeError(f"nextpnr did not keep the pins of {pins}: placed {placed}")
+        if (given or bonded) and placed != (given or bonded):
+            raise RuntimeError(f"nextpnr did not keep the pins of {pins or 'bonded.lpf'}: placed {placed}")
         cfile = work / f"pins{SUFFIX[t.family]}"
         cfile.write_text(constraints_text(placed, t.family, (
             f"dwc synth --target {target}: the serial shell's pins as nextpnr placed them "
-            f"({'from ' + str(pins) if given is not None else 'its own choice'}; seed {seed}, {freq_mhz:g} MHz).\n"
+            f"({'from ' + str(pins) if given is not None else 'bonded pins chosen by dwc' if bonded else 'its own choice'}"
+            f"; seed {seed}, {freq_mhz:g} MHz).\n"
             f"Feed back with: dwc synth BUILD --target {target} --pins {cfile.name}")))
         report.update({
             "fmax_mhz": round(min(fmax), 2) if fmax else None,
@@ -385,7 +393,7 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
             "cells": cells, "utilisation": round(lim, 4), "utilisation_of": lim_kind,
             "fit": {"predicted": need, "predicted_core_alone": core_need, "placed": used},
             "shell": shell, "placed": used, "constraints": str(cfile), "pins": placed,
-            "pins_given": str(pins) if given is not None else None,
+            "pins_given": str(pins) if given is not None else None, "pins_bonded_default": bool(bonded),
             "bitstream": str(work / pack[2]),
         })
     with Stage(log, tag, "yosys: area of the comparators and the rest", YOSYS_PHASES) as st:

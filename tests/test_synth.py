@@ -141,6 +141,26 @@ def test_a_family_target_takes_the_smallest_device_the_core_fits(small_build, tm
     fit = r["smallest_fit"]
     assert fit["family"] == "ecp5" and fit["device"] == "ecp5-45k" and list(fit["too_small"]) == ["ecp5-25k"]
     assert "ecp5-25k (LFE5U-25F) is too small for this design" in fit["too_small"]["ecp5-25k"]
+    # the 45k in CABGA381 leaves I/O sites unbonded: the shell's ports were put on bonded pins
+    from dwc.fpga.pins import ecp5_bonded_default
+    assert r["pins_bonded_default"] and r["pins"] == ecp5_bonded_default("LFE5U-45F", "CABGA381")
+
+
+def test_ecp5_ports_go_to_bonded_pins_where_the_package_leaves_sites_unbonded():
+    """nextpnr places an unconstrained port on any I/O site of the die; the 45k and 85k in CABGA381
+    leave some without a ball, so dwc constrains the shell's ports to bonded, plain pins there; the
+    25k's CABGA381 bonds every site, and nextpnr chooses."""
+    from dwc.fpga.pins import SHELL_PORTS, _trellis_iodb, ecp5_bonded_default
+    assert ecp5_bonded_default("LFE5U-25F", "CABGA381") is None
+    for device in ("LFE5U-45F", "LFE5U-85F"):
+        db = _trellis_iodb(device)
+        pins = ecp5_bonded_default(device, "CABGA381")
+        assert list(pins) == list(SHELL_PORTS) and len(set(pins.values())) == len(SHELL_PORTS)
+        bonded = db["packages"]["CABGA381"]
+        special = {(m["col"], m["row"], m["pio"]) for m in db["pio_metadata"] if m.get("function")}
+        for pin in pins.values():
+            site = (bonded[pin]["col"], bonded[pin]["row"], bonded[pin]["pio"])
+            assert site not in special
 
 
 def test_pins_file_errors_are_one_line(small_build, tmp_path, capsys):
