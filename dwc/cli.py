@@ -447,7 +447,8 @@ def _add_build(sub):
     p.add_argument("--out", type=Path, required=True, help="build folder (run/, circuit/, build.json, summary.json)")
     p.add_argument("--from", dest="from_run", type=Path, help="a trained run or policy folder: skip training")
     p.add_argument("--target", dest="synth_target", default="ecp5-25k",
-                   help="FPGA to synthesise for, or none to stop after verify (default ecp5-25k); it also picks the "
+                   help="FPGA to synthesise for: a device, a family (ecp5, ice40: its smallest device the core "
+                        "fits), or none to stop after verify (default ecp5-25k); it also picks the "
                         "popcount structure (see dwc compile), never the trained LUT size (that is --lut-inputs or "
                         "--train-target)")
     p.add_argument("--pipeline", type=_pipeline, default="max", metavar="K|max|auto",
