@@ -44,7 +44,7 @@ configs:                                  # name -> dwc train options (names as 
   mlp: {policy: mlp}
   qmlp: {policy: qmlp, hardware: {target: none}}  # a config's own hardware keys (false: no hardware stage)
 hardware:                                 # optional: after training, per circuit run
-  target: ecp5-25k                        # compile + Verilator verify, then synthesis (none: no synthesis)
+  target: ecp5-25k                        # compile + Verilator verify, then synthesis (a family such as ecp5: its smallest device that fits; none: no synthesis)
   episodes: 3                             # closed-loop Verilator episodes (default: all evaluation episodes)
   pipeline: max                           # register stages (dwc compile --pipeline); freq: 100 (MHz)
 resources:                                # optional
