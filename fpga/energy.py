@@ -33,8 +33,9 @@ FAMILIES = {
     "ice40": {"vcc": 1.2, "c_net_ff": 20.0, "c_clk_ff": 8.0},
     "xc7": {"vcc": 1.0, "c_net_ff": 12.0, "c_clk_ff": 5.0},
 }
-# (ecp5-45k: between the 25k's and the 85k's in proportion to its size, not a separate figure)
-STATIC_MW = {"ecp5-25k": 25.0, "ecp5-45k": 25.0 + (60.0 - 25.0) * (43848 - 24288) / (83640 - 24288), "ecp5-85k": 60.0, "ice40-up5k": 0.1, "ice40-hx8k": 1.4, "xc7": 60.0}
+STATIC_MW = {"ecp5-25k": 25.0, "ecp5-85k": 60.0, "ice40-up5k": 0.1, "ice40-hx8k": 1.4, "xc7": 60.0}
+# ecp5-45k: between the 25k's and the 85k's in proportion to its logic cells, not a figure of its own
+STATIC_MW["ecp5-45k"] = 25.0 + (60.0 - 25.0) * (43848 - 24288) / (83640 - 24288)
 
 MODEL = ("estimate: E = alpha*(LUTs+carries+FFs)*0.5*C_net*Vcc^2 + FFs*C_clk*Vcc^2 + P_static/f, one action per "
          "cycle at the routed Fmax; alpha = mean toggle rate per action of the circuit's IR-level nets "

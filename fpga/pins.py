@@ -45,14 +45,15 @@ def ecp5_bonded_default(device: str, package: str, ports=SHELL_PORTS) -> dict[st
     bonded = db["packages"][package]
     if len(bonded) >= len(db["pio_metadata"]):
         return None
-    special = {(m["col"], m["row"], m["pio"]): m for m in db["pio_metadata"] if m.get("function")}
-    bank = {(m["col"], m["row"], m["pio"]): m["bank"] for m in db["pio_metadata"]}
+
+    def site(p):
+        return p["col"], p["row"], p["pio"]
 
     def ball(pin):  # A2 < A10 < B1
         row, col = re.fullmatch(r"([A-Z]+)(\d+)", pin).groups()
         return row, int(col)
-    plain = sorted((bank[(p["col"], p["row"], p["pio"])], ball(pin), pin) for pin, p in bonded.items()
-                   if (p["col"], p["row"], p["pio"]) not in special)
+    bank = {site(m): m["bank"] for m in db["pio_metadata"] if not m.get("function")}  # plain sites only
+    plain = sorted((bank[site(p)], ball(pin), pin) for pin, p in bonded.items() if site(p) in bank)
     return {port: pin for port, (_, _, pin) in zip(ports, plain)}
 
 

@@ -376,7 +376,8 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
         # 3. the pins nextpnr used, as a constraints file that reproduces them
         placed = placed_pins(json.loads((work / "placed.json").read_text()), t.family, pin_device(t), package_of(t))
         (work / "placed.json").unlink()  # the whole placed design (tens of MB on large cores): only its pins are kept
-        if (given or bonded) and placed != (given or bonded):
+        expected = given if given is not None else bonded
+        if expected is not None and placed != expected:
             raise RuntimeError(f"nextpnr did not keep the pins of {pins or 'bonded.lpf'}: placed {placed}")
         cfile = work / f"pins{SUFFIX[t.family]}"
         cfile.write_text(constraints_text(placed, t.family, (
@@ -424,13 +425,13 @@ def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FR
     if devices is None:
         return synth(build, target, freq_mhz, *args, log=log, **kwargs)
     too_small = {}
-    for device in devices:
+    for device, larger in zip(devices, (*devices[1:], None)):
         try:
             report = synth(build, device, freq_mhz, *args, log=log, **kwargs)
         except DoesNotFit as e:
             too_small[device] = str(e)
-            if device != devices[-1]:
-                log(f"[{device}] too small for this core; trying {devices[devices.index(device) + 1]}")
+            if larger:
+                log(f"[{device}] too small for this core; trying {larger}")
             continue
         report["smallest_fit"] = {"family": target, "device": device, "too_small": too_small}
         write_json(Path(build) / "synth" / device / "report.json", report)

@@ -212,7 +212,7 @@ class DWCActor(_Actor):
         if not torch.is_grad_enabled() and all(isinstance(layer, LUTLayer) for layer in self.luts):
             # nothing to differentiate: bytes, not floats, and only the thresholds the first layer reads
             first = self.luts[0]
-            bits = first.lookup_bits(self.encoder.forward_fm_rows(xn, first._flat_indices(), torch.uint8))
+            bits = first.lookup_bits(self.encoder.forward_fm_rows(xn, first.wiring_indices().view(-1), torch.uint8))
             for layer in self.luts[1:]:
                 bits = layer.forward_bits(bits)
             return bits.to(xn.dtype).t()
