@@ -260,12 +260,19 @@ def _add_export(sub):
                        description="Write OUT/config.json, a slim OUT/checkpoint.pt (actor only; learnable "
                                    "wirings as indices), eval.json, metrics.jsonl and commands.txt. "
                                    "OUT is a run directory: dwc eval OUT works on it.\n\n"
+                                   "From a dwc sweep folder (--config, --task): the median seed of that task and\n"
+                                   "config by the deployed return (the frozen circuit's where there is one; of an\n"
+                                   "even count the lower middle one), never the best, plus OUT/seeds.json (every\n"
+                                   "seed's returns and circuit figures) and, if the sweep ran its hardware stages,\n"
+                                   "OUT/hardware/ (build summary, verification and synthesis reports).\n\n"
                                    "With --c: write the circuit of a dwc compile output folder as one self-contained\n"
                                    "C99 header for microcontrollers and CPUs (float or fixed-point observation in,\n"
                                    "action out, bit-exact with the circuit; only <stdint.h>), check it against the\n"
                                    "reference executor, and report its code and table sizes and the time per action\n"
                                    "on this CPU (also in a .json beside the header).",
                        epilog="examples:\n  dwc export runs/hopper-dwc --out policies/hopper-v5-dwc\n"
+                              "  dwc export sweeps/five-tasks --task Ant-v5 --config dwc --out policies/ant-v5-dwc"
+                              "   # its median seed\n"
                               "  dwc compile policies/hopper-v5-dwc --out build/hopper\n"
                               "  dwc export --c build/hopper                     # build/hopper/dwc_policy.h, "
                               "dwc_policy_act_f() etc.\n"
@@ -273,10 +280,16 @@ def _add_export(sub):
                               "see docs/compiling.md, 'C for microcontrollers and CPUs'",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, metavar="SOURCE",
-                   help="run directory written by dwc train; with --c, a dwc compile output folder (a run or "
-                        "policy folder is frozen first, with dwc compile's defaults, and then needs --out)")
+                   help="run directory written by dwc train; or a dwc sweep folder with --config (and --task "
+                        "where it has several): its median seed is exported (see above); with --c, a dwc compile "
+                        "output folder (a run or policy folder is frozen first, with dwc compile's defaults, and "
+                        "then needs --out)")
     p.add_argument("--out", type=Path, help="new folder for the policy; with --c, the header file (default "
                                             "SOURCE/dwc_policy.h; its name prefixes the C functions)")
+    p.add_argument("--config", help="(from a sweep) the spec's config to ship, e.g. dwc")
+    p.add_argument("--task", help="(from a sweep) its task, e.g. Ant-v5; needed where the sweep has several")
+    p.add_argument("--seed", type=int, help="(from a sweep) ship this seed instead of the median one; the shipped "
+                                            "policy records all seeds' returns either way (seeds.json)")
     p.add_argument("--c", action="store_true", help="write the compiled circuit as a C99 header instead")
     p.add_argument("--json", action="store_true", help="with --c: print the report as JSON")
 
@@ -289,6 +302,23 @@ def cmd_export(args) -> int:
         return 0
     if args.out is None:
         raise UserError("--out is required: the new folder for the policy (or --c for a C header)")
+    if (args.run / "sweep.json").exists():
+        if args.config is None:
+            raise UserError(f"{args.run} is a sweep: give --config (and --task where it has several) to ship its "
+                            "median seed")
+        from .policy import export_from_sweep
+        r = export_from_sweep(args.run, args.config, args.out, task=args.task, seed=args.seed)
+        seeds = ", ".join(f"seed {s}: {v:.1f}" for s, v in zip(r["seeds"], r["returns"]))
+        which = (f"the median of {len(r['seeds'])} by {r['deployed']} return" if r["median"] else "as asked")
+        unfinished = len(r["seeds"]) < r["planned"]
+        print(f"{r['task']}/{r['config']}: {r['deployed']} returns {seeds}"
+              + (f" ({len(r['seeds'])} of {r['planned']} seeds finished)" if unfinished else "")
+              + f"\nexported seed {r['seed']} ({which}), step {r['step']}, to {r['out']} ({r['bytes'] / 1e6:.2f} MB)"
+              + (f"; with its {', '.join(r['hardware'])} in hardware/" if r["hardware"] else "")
+              + "; every seed's returns in seeds.json")
+        return 0
+    if args.config or args.task or args.seed is not None:
+        raise UserError(f"--config, --task and --seed pick a run of a sweep; {args.run} is not a sweep folder")
     from .rundir import load_config
     load_config(args.run)  # a wrong path fails at once, before torch is imported
     from .policy import export_policy

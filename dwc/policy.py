@@ -2,6 +2,7 @@
 for evaluation and compilation, and exporting the slim copy shipped in policies/."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -61,3 +62,77 @@ def export_policy(run_dir: Path, out: Path) -> dict:
         learning_curve_png(out / "metrics.jsonl", out / "learning_curve.png",
                            f"{cfg.env}, {cfg.actor.policy} / {cfg.algo}, {step} steps")
     return {"out": str(out), "bytes": sum(f.stat().st_size for f in out.iterdir()), "step": step}
+
+
+# which of a sweep config's seeds becomes the shipped policy: a typical one, never the best
+MEDIAN_RULE = ("the median seed by the deployed policy's return (its frozen integer circuit's where it has one, "
+               "else the float policy's) over the finished seeds of the task and config; with an even number of "
+               "seeds the lower of the two middle ones")
+
+
+def deployed_return(result: dict) -> float:
+    """A sweep run's return as deployed: the frozen circuit's where the policy has one."""
+    return result["float_return"] if result.get("frozen_return") is None else result["frozen_return"]
+
+
+def median_run(results: list[dict]) -> dict:
+    """The run :data:`MEDIAN_RULE` picks (ties in return broken by the lower seed)."""
+    ordered = sorted(results, key=lambda r: (deployed_return(r), r["seed"]))
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None = None,
+                      seed: int | None = None) -> dict:
+    """Ship one run of a sweep: :func:`export_policy` of the median seed (:data:`MEDIAN_RULE`) of
+    ``task``/``config``, or of ``seed``; plus ``seeds.json`` (every finished seed's returns and
+    circuit figures, which seed was shipped and why) and, where the sweep ran the hardware stages,
+    ``hardware/`` (that run's build summary, verification report and synthesis report)."""
+    from .report import load_runs
+    sweep_dir = Path(sweep_dir)
+    state, results = load_runs(sweep_dir)
+    tasks = list(dict.fromkeys(rec["task"] for rec in state["runs"].values()))
+    configs = list(dict.fromkeys(rec["config"] for rec in state["runs"].values()))
+    if task is None:
+        if len(tasks) > 1:
+            raise UserError(f"{sweep_dir} has several tasks: give --task ({', '.join(tasks)})")
+        task = tasks[0]
+    if task not in tasks:
+        raise UserError(f"--task {task!r}: {sweep_dir} has {', '.join(tasks)}")
+    if config not in configs:
+        raise UserError(f"--config {config!r}: {sweep_dir} has {', '.join(configs)}")
+    runs = sorted((r for r in results if (r["task"], r["config"]) == (task, config)), key=lambda r: r["seed"])
+    if not runs:
+        raise UserError(f"no run of {task}/{config} in {sweep_dir} has finished yet")
+    if seed is None:
+        chosen, rule = median_run(runs), MEDIAN_RULE
+    else:
+        found = [r for r in runs if r["seed"] == seed]
+        if not found:
+            raise UserError(f"--seed {seed}: the finished seeds of {task}/{config} are "
+                            f"{', '.join(str(r['seed']) for r in runs)}")
+        chosen, rule = found[0], "the seed given (--seed)"
+    run_dir = Path(chosen["dir"])
+    summary = export_policy(run_dir / "run", out)
+    out = Path(out)
+    build = run_dir / "build"
+    copied = []
+    if (build / "summary.json").exists():  # the sweep's compile / verify / synth of this run
+        syn = json.loads((build / "summary.json").read_text()).get("synth") or {}
+        wanted = [build / "summary.json", build / "circuit" / "verify_report.json"]
+        if syn.get("target"):
+            wanted.append(build / "circuit" / "synth" / syn["target"] / "report.json")
+        (out / "hardware").mkdir()
+        for src in (p for p in wanted if p.exists()):
+            name = "synth_report.json" if src.parent.parent.name == "synth" else src.name
+            shutil.copy2(src, out / "hardware" / name)
+            copied.append(name)
+    keys = ("seed", "train_steps", "episodes", "float_return", "frozen_return", "rtl_return", "rtl_equals_frozen",
+            "ir_luts", "comparators", "luts", "lut4_sites", "fmax_mhz", "latency_cycles", "target")
+    record = {"sweep": str(sweep_dir.resolve()), "task": task, "config": config, "shipped_seed": chosen["seed"],
+              "rule": rule, "deployed_return": "frozen" if chosen.get("frozen_return") is not None else "float",
+              "runs": [{k: r.get(k) for k in keys} for r in runs], "hardware_files": copied}
+    write_json(out / "seeds.json", record)
+    planned = sum((rec["task"], rec["config"]) == (task, config) for rec in state["runs"].values())
+    return dict(summary, seed=chosen["seed"], seeds=[r["seed"] for r in runs], planned=planned, median=seed is None,
+                returns=[deployed_return(r) for r in runs], deployed=record["deployed_return"], rule=rule,
+                hardware=copied, task=task, config=config)

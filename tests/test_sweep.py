@@ -108,6 +108,16 @@ def test_quartiles_and_aggregate():
     assert row["frozen_return"]["median"] == 14.0 and row["rtl_return"] is None
 
 
+def test_the_shipped_seed_is_the_median_by_deployed_return():
+    from dwc.policy import median_run
+    runs = [{"seed": s, "float_return": f, "frozen_return": z}
+            for s, f, z in ((1, 900.0, 100.0), (2, 100.0, 300.0), (3, 500.0, 200.0))]
+    assert median_run(runs)["seed"] == 3  # by the frozen circuit's return, not the float policy's
+    assert median_run(runs[:2])["seed"] == 1  # even count: the lower middle one, never the best
+    mlp = [{"seed": s, "float_return": f, "frozen_return": None} for s, f in ((1, 5.0), (2, 7.0), (3, 6.0), (4, 6.0))]
+    assert median_run(mlp)["seed"] == 3  # float returns where there is no circuit; a tie goes to the lower seed
+
+
 def test_curve_bins_episodes_on_the_grid(tmp_path):
     m = tmp_path / "metrics.jsonl"
     m.write_text("".join(json.dumps(r) + "\n" for r in [
@@ -248,6 +258,17 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
     mlp = json.loads((tmp_path / "s/runs/InvertedPendulum-v5/mlp/seed1/result.json").read_text())
     assert mlp["frozen_return"] is None and mlp["rtl_return"] is None
     assert main(["report", str(tmp_path / "s")]) == 0
+    # shipping the config's (only) seed: the policy, every seed's figures and the run's hardware reports
+    ship = tmp_path / "ship"
+    assert main(["export", str(tmp_path / "s"), "--config", "dwc", "--out", str(ship)]) == 0
+    seeds = json.loads((ship / "seeds.json").read_text())
+    assert seeds["shipped_seed"] == 1 and seeds["deployed_return"] == "frozen"
+    assert seeds["runs"][0]["rtl_equals_frozen"] is True and seeds["runs"][0]["frozen_return"] == r["frozen_return"]
+    assert json.loads((ship / "hardware/verify_report.json").read_text())["passed"] is True
+    assert json.loads((ship / "hardware/summary.json").read_text())["rtl_equals_frozen"] is True
+    # the shipped policy is the sweep's run: its frozen circuit returns what the sweep measured, episode by episode
+    assert main(["eval", str(ship), "--frozen", "--episodes", "2", "--out", str(tmp_path / "e.json"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["frozen"]["returns"] == pytest.approx(r["frozen_returns"])
 
 
 @pytest.mark.slow
