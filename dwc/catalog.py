@@ -38,7 +38,13 @@ def list_policies() -> list[dict]:
         cfg = json.loads((d / "config.json").read_text())
         ev = json.loads((d / "eval.json").read_text()) if (d / "eval.json").exists() else {}
         a = cfg.get("actor", {})
-        rows.append({"name": d.name, "path": str(d), "env": cfg.get("env"), "policy": a.get("policy"),
+        # a policy shipped from a sweep (dwc export SWEEP) records every seed; one trained alone is its own seed
+        seeds = json.loads((d / "seeds.json").read_text()) if (d / "seeds.json").exists() else None
+        rows.append({"seed": seeds["shipped_seed"] if seeds else cfg.get("seed"),
+                     "seeds_trained": len(seeds["runs"]) if seeds else 1,
+                     "seed_returns": [r["frozen_return"] if r["frozen_return"] is not None else r["float_return"]
+                                      for r in seeds["runs"]] if seeds else None,
+                     "name": d.name, "path": str(d), "env": cfg.get("env"), "policy": a.get("policy"),
                      "size": circuit_size(a), "algo": cfg.get("algo"), "steps": ev.get("train_steps"),
                      "mean_return": ev.get("mean_return"), "std_return": ev.get("std_return"),
                      "frozen_mean_return": ev.get("frozen", {}).get("mean_return"), "episodes": ev.get("episodes")})
@@ -49,9 +55,11 @@ def list_policies() -> list[dict]:
 
 def policies_text(rows: list[dict]) -> str:
     w = max(len(r["name"]) for r in rows) + 2  # names grow: keep the columns apart
-    lines = [f"{'policy':<{w}}{'env':<22}{'circuit':<18}{'steps':>8}{'return':>18}{'frozen':>9}"]
+    lines = [f"{'policy':<{w}}{'env':<22}{'circuit':<18}{'steps':>8}{'return':>18}{'frozen':>9}  seed"]
     for r in rows:
         ret = f"{r['mean_return']:.1f} ± {r['std_return']:.1f}" if r["mean_return"] is not None else "-"
         fr = f"{r['frozen_mean_return']:.1f}" if r["frozen_mean_return"] is not None else "-"
-        lines.append(f"{r['name']:<{w}}{r['env']:<22}{r['size']:<18}{r['steps'] or '-':>8}{ret:>18}{fr:>9}")
-    return "\n".join(lines + [f"(deterministic episodes; folders in {POLICIES_DIR})"])
+        seed = f"{r['seed']}" + (f" (median of {r['seeds_trained']})" if r["seeds_trained"] > 1 else "")
+        lines.append(f"{r['name']:<{w}}{r['env']:<22}{r['size']:<18}{r['steps'] or '-':>8}{ret:>18}{fr:>9}  {seed}")
+    return "\n".join(lines + [f"(deterministic episodes; folders in {POLICIES_DIR}; a policy shipped from several "
+                              "seeds lists them all in its seeds.json)"])

@@ -39,6 +39,9 @@ def test_dwc_policies_lists_them_with_their_returns(capsys):
         recorded = json.loads((p / "eval.json").read_text())
         assert rows[p.name]["mean_return"] == recorded["mean_return"]
         assert rows[p.name]["env"] == recorded["env"]
+        seeds = json.loads((p / "seeds.json").read_text()) if (p / "seeds.json").exists() else None
+        assert rows[p.name]["seed"] == (seeds["shipped_seed"] if seeds else json.loads((p / "config.json").read_text())["seed"])
+        assert rows[p.name]["seeds_trained"] == (len(seeds["runs"]) if seeds else 1)
 
 
 # Computes a policy's deterministic actions on fixed observations and its frozen circuit's action
