@@ -104,6 +104,8 @@ def aggregate(state: dict, results: list[dict], intervals: bool = False, sweep_d
             row[key] = stats.summarize(values) if intervals and key in RETURNS and values else stats.quartiles(values)
         eq = [r["rtl_equals_frozen"] for r in rs if r.get("rtl_equals_frozen") is not None]
         row["rtl_equals_frozen"] = all(eq) if eq else None
+        # the device each circuit was placed on: with a family target, the smallest that fits, per seed
+        row["targets"] = sorted({r["target"] for r in rs if r.get("target")})
         rows.append(row)
     return rows
 
@@ -126,9 +128,11 @@ def _grid(head: list[str], body: list[list[str]], markdown: bool) -> str:
 
 
 def table(rows: list[dict], markdown: bool = False) -> str:
-    """Returns as IQM [95% CI] (median [quartiles] for rows aggregated without intervals), LUTs, Fmax."""
+    """Returns as IQM [95% CI] (median [quartiles] for rows aggregated without intervals), LUTs, Fmax,
+    latency and the FPGA the circuits were placed on."""
     ret = lambda q: stats.fmt(q) if q and "iqm" in q else _cell(q)
-    head = ["task", "config", "seeds", "steps", "float return", "frozen return", "hardware return", "LUTs", "Fmax MHz"]
+    head = ["task", "config", "seeds", "steps", "float return", "frozen return", "hardware return", "LUTs", "Fmax MHz",
+            "latency cycles", "FPGA"]
     body = []
     for r in rows:
         hw = ret(r["rtl_return"])
@@ -136,7 +140,8 @@ def table(rows: list[dict], markdown: bool = False) -> str:
             hw += " (DIFFERS from frozen)"
         body.append([r["task"], r["config"], f"{len(r['seeds'])}/{r['planned']}", str(r["train_steps"] or "-"),
                      ret(r["float_return"]), ret(r["frozen_return"]), hw,
-                     _cell(r["luts"] or r["ir_luts"], "{:.0f}"), _cell(r["fmax_mhz"])])
+                     _cell(r["luts"] or r["ir_luts"], "{:.0f}"), _cell(r["fmax_mhz"]),
+                     _cell(r["latency_cycles"], "{:.0f}"), "/".join(r.get("targets") or []) or "-"])
     return _grid(head, body, markdown)
 
 
@@ -208,8 +213,9 @@ LEGEND = ("Returns: each run's mean deterministic return over the evaluation epi
           "their median [25th, 75th percentile]. float = the trained policy and frozen = its integer circuit "
           "(reference executor), over the evaluation episodes; hardware = the Verilog in Verilator, closed loop, "
           "over the same episodes (or the first hardware.episodes of them; flagged if it differs from the frozen "
-          "circuit's on any); LUTs = synthesised LUTs (IR LUTs without a synthesis target), Fmax: median "
-          "[25th, 75th percentile].")
+          "circuit's on any); LUTs = synthesised LUTs (IR LUTs without a synthesis target), Fmax and latency "
+          "(clock cycles from observation in to action out): median [25th, 75th percentile]; FPGA = the device(s) "
+          "the circuits were placed on (with a family target, the smallest each seed's circuit fits).")
 
 
 def config_order(state: dict) -> list[str]:

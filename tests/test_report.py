@@ -113,7 +113,8 @@ def write_sweep(out: Path) -> Path:
                 "episodes": 2, "float_return": ret, "float_returns": [ret, ret], "frozen_return": ret - 1.0,
                 "frozen_returns": [ret - 1.0] * 2, "hardware": None, "rtl_return": None, "rtl_equals_frozen": None,
                 "luts": None, "lut4_sites": None, "fmax_mhz": None, "ir_luts": 64, "comparators": 8,
-                "latency_cycles": None}))
+                "latency_cycles": 11 if config == "alpha" else None,
+                "target": ("ecp5-45k" if seed == 5 else "ecp5-25k") if config == "alpha" else None}))
             runs[rid]["state"] = "finished"
     (out / "sweep.json").write_text(json.dumps({"spec": "spec.yaml", "out": str(out), "runs": runs}))
     return out
@@ -150,6 +151,10 @@ def test_report_gives_cis_and_compares_with_the_stated_baseline(tmp_path, few_re
     md = (sweep / "report.md").read_text()
     assert "n = 2, no CI" in md and "n = 1, no CI" in md and f"seed 2: {STEPS // 2} steps, the baseline {STEPS}" in md
     assert "| alpha | zeta-ref | float |" in md and "2.000 [2.000, 2.000]" in md
+    # the circuits' latency, and each device a family target placed them on
+    assert rows["alpha"]["targets"] == ["ecp5-25k", "ecp5-45k"] and rows["zeta-ref"]["targets"] == []
+    assert rows["alpha"]["latency_cycles"]["median"] == 11
+    assert "| 11 [11, 11] | ecp5-25k/ecp5-45k |" in md
     assert (sweep / "curves_T-v0.png").stat().st_size > 1000
 
 
