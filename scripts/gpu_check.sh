@@ -8,10 +8,13 @@
 #      (what --precision auto picks on a GPU) and with --precision bfloat16 (not yet measured on one);
 #   4. scripts/bench_seeds.py --device cuda: 8 SAC seeds in one process (dwc train --seeds 1-8) against
 #      8 processes sharing the GPU, MLP and DWC actors (target: >= 3x the aggregate env-steps/s).
-# Usage: scripts/gpu_check.sh OUT_DIR   (with dwc installed: pip install -e ".[test,bench]")
-# Logs and the benchmarks' JSON land in OUT_DIR; each step has its own time limit.
+# Usage: scripts/gpu_check.sh OUT_DIR [quick]   (with dwc installed: pip install -e ".[test,bench]")
+# Logs and the benchmarks' JSON land in OUT_DIR; each step has its own time limit (about 37 minutes in all).
+# quick: the same checks cut to fit one 9-minute slot on a lent GPU: the CUDA tests, then 1 and 4 at K = 8
+# (the issue's targets) with the benchmarks' default budgets, and 3 at width 256 only.
 set -uo pipefail
-out=${1:?usage: scripts/gpu_check.sh OUT_DIR}
+out=${1:?usage: scripts/gpu_check.sh OUT_DIR [quick]}
+quick=${2:-}
 mkdir -p "$out"
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
@@ -25,6 +28,17 @@ step() {  # step NAME SECONDS CMD...: run with a limit, keep its log, report its
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
+if [ "$quick" = quick ]; then
+    step test-cuda 170 $py -m pytest -q -p no:cacheprovider -rs -x tests/test_models.py tests/test_train.py \
+        tests/test_multiseed.py -k cuda
+    step bench-seeds-mlp 110 $py scripts/bench_seeds.py --device cuda --env Hopper-v5 --policy mlp --ks 8 --rounds 1 \
+        --target 3 --json "$out/bench_seeds_cuda_mlp.json"
+    step bench-seeds-dwc 130 $py scripts/bench_seeds.py --device cuda --env Hopper-v5 --policy dwc --width 256 --ks 8 \
+        --rounds 1 --target 3 --json "$out/bench_seeds_cuda_dwc256.json"
+    step bench-256 100 $py scripts/bench_train.py --device cuda --dwc-width 256 --rounds 1 \
+        --which mlp,dwc-learnable,dwc-sparse --json "$out/bench_cuda_256.json"
+    exit 0
+fi
 step test-models 90 $py -m pytest -q -p no:cacheprovider -rs tests/test_models.py
 step test-train-cuda 200 $py -m pytest -q -p no:cacheprovider -rs tests/test_train.py -k cuda
 step test-multiseed-cuda 200 $py -m pytest -q -p no:cacheprovider -rs tests/test_multiseed.py -k cuda
