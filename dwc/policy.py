@@ -130,9 +130,52 @@ def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None 
             "ir_luts", "comparators", "luts", "lut4_sites", "fmax_mhz", "latency_cycles", "target")
     record = {"sweep": str(sweep_dir.resolve()), "task": task, "config": config, "shipped_seed": chosen["seed"],
               "rule": rule, "deployed_return": "frozen" if chosen.get("frozen_return") is not None else "float",
-              "runs": [{k: r.get(k) for k in keys} for r in runs], "hardware_files": copied}
+              "runs": [{k: r.get(k) for k in keys} for r in runs], "hardware_files": copied,
+              "seeds_planned": sum((rec["task"], rec["config"]) == (task, config) for rec in state["runs"].values())}
     write_json(out / "seeds.json", record)
-    planned = sum((rec["task"], rec["config"]) == (task, config) for rec in state["runs"].values())
-    return dict(summary, seed=chosen["seed"], seeds=[r["seed"] for r in runs], planned=planned, median=seed is None,
+    (out / "README.md").write_text(shipped_readme(record, load_config(out).to_dict(), out))
+    return dict(summary, seed=chosen["seed"], seeds=[r["seed"] for r in runs], planned=record["seeds_planned"],
+                median=seed is None,
                 returns=[deployed_return(r) for r in runs], deployed=record["deployed_return"], rule=rule,
                 hardware=copied, task=task, config=config)
+
+
+def _f(x, fmt: str = "{:.1f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def shipped_readme(record: dict, cfg: dict, out: Path) -> str:
+    """The README of a policy shipped from a sweep: what it is, how it was trained, every seed's
+    returns with the shipped one marked, and its circuit's hardware figures."""
+    from .catalog import circuit_size
+    shipped = next(r for r in record["runs"] if r["seed"] == record["shipped_seed"])
+    circuit = cfg["actor"]["policy"] != "mlp"  # a float MLP has no frozen circuit
+    commands = (out / COMMANDS).read_text().splitlines() if (out / COMMANDS).exists() else []
+    first = next((c for c in commands if c.strip() and not c.startswith("#")), "(not recorded)")
+    lines = [f"# {record['task']}, {circuit_size(cfg['actor'])}, {cfg['algo'].upper()}, {shipped['train_steps']:,} steps",
+             "",
+             f"Seed {record['shipped_seed']} of config `{record['config']}` of a `dwc sweep` "
+             f"({len(record['runs'])} of its {record['seeds_planned']} seeds finished when it was shipped), chosen by "
+             f"rule: {record['rule']}. "
+             f"Trained on {cfg['device']} at {cfg['precision']} precision; the first command "
+             f"(`commands.txt` has every leg):", "", f"    {first}", "",
+             f"Deterministic evaluation, {shipped['episodes']} episodes per seed (mean return"
+             + ("; frozen = the integer circuit, RTL = its Verilog in Verilator, closed loop):" if circuit else "):"), ""]
+    if circuit:
+        lines += ["| seed | float | frozen | RTL | RTL = frozen | LUTs | Fmax MHz | latency cycles | FPGA |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+    else:
+        lines += ["| seed | return |", "|---|---|"]
+    for r in record["runs"]:
+        mark = " (shipped)" if r["seed"] == record["shipped_seed"] else ""
+        eq = {True: "yes", False: "NO", None: "-"}[r["rtl_equals_frozen"]]
+        lines.append(f"| {r['seed']}{mark} | {_f(r['float_return'])} | {_f(r['frozen_return'])} | "
+                     f"{_f(r['rtl_return'])} | {eq} | {_f(r['luts'] or r['ir_luts'], '{:.0f}')} | "
+                     f"{_f(r['fmax_mhz'])} | {_f(r['latency_cycles'], '{:.0f}')} | {r.get('target') or '-'} |"
+                     if circuit else f"| {r['seed']}{mark} | {_f(r['float_return'])} |")
+    lines += ["", "Every seed's figures: `seeds.json`."
+              + (" The shipped seed's build summary, verification and synthesis reports: `hardware/`."
+                 if record["hardware_files"] else ""),
+              f"Re-evaluate: `dwc eval {out}" + (f" --frozen`; compile it: `dwc compile {out} --out BUILD`." if circuit
+                                                 else "`."), ""]
+    return "\n".join(lines)

@@ -266,6 +266,8 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
     assert seeds["runs"][0]["rtl_equals_frozen"] is True and seeds["runs"][0]["frozen_return"] == r["frozen_return"]
     assert json.loads((ship / "hardware/verify_report.json").read_text())["passed"] is True
     assert json.loads((ship / "hardware/summary.json").read_text())["rtl_equals_frozen"] is True
+    readme = (ship / "README.md").read_text()
+    assert f"| 1 (shipped) | {r['float_return']:.1f} | {r['frozen_return']:.1f} | {r['rtl_return']:.1f} | yes |" in readme
     # the shipped policy is the sweep's run: its frozen circuit returns what the sweep measured, episode by episode
     assert main(["eval", str(ship), "--frozen", "--episodes", "2", "--out", str(tmp_path / "e.json"), "--no-progress"]) == 0
     assert json.loads((tmp_path / "e.json").read_text())["frozen"]["returns"] == pytest.approx(r["frozen_returns"])
