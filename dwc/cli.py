@@ -849,6 +849,7 @@ examples:
   dwc sweep paper --out /nfs/sweeps/paper --address auto   # the paper's protocol, on a running Ray cluster
   dwc sweep paper --scale-down                     # the same spec at its scale_down size (minutes, CPU)
   dwc report sweeps/paper-scale-down
+  dwc export sweeps/mine --task Hopper-v5 --config dwc --out policies/hopper-dwc   # ship the median seed
 
 Shipped specs (a name instead of a file): {shipped}. paper = the reference paper's protocol: 5 MuJoCo
 tasks x float MLP / quantised MLP / DWC x 10 seeds x 1M SAC steps, each DWC compiled, verified in
