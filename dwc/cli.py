@@ -316,6 +316,9 @@ def cmd_export(args) -> int:
               + f"\nexported seed {r['seed']} ({which}), step {r['step']}, to {r['out']} ({r['bytes'] / 1e6:.2f} MB)"
               + (f"; with its {', '.join(r['hardware'])} in hardware/" if r["hardware"] else "")
               + "; every seed's returns in seeds.json")
+        if r["left_out"]:
+            print(f"left out, trained for another budget than step {r['step']}: {'; '.join(r['left_out'])}",
+                  file=sys.stderr)
         return 0
     if args.config or args.task or args.seed is not None:
         raise UserError(f"--config, --task and --seed pick a run of a sweep; {args.run} is not a sweep folder")

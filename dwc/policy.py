@@ -103,12 +103,16 @@ def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None 
     runs = sorted((r for r in results if (r["task"], r["config"]) == (task, config)), key=lambda r: r["seed"])
     if not runs:
         raise UserError(f"no run of {task}/{config} in {sweep_dir} has finished yet")
+    # seeds compare at one budget: a seed that finished at fewer steps (the spec's steps raised since) is left out
+    budget = max(r["train_steps"] for r in runs)
+    other_budget = [f"seed {r['seed']}: {r['train_steps']} steps" for r in runs if r["train_steps"] != budget]
+    runs = [r for r in runs if r["train_steps"] == budget]
     if seed is None:
         chosen, rule = median_run(runs), MEDIAN_RULE
     else:
         found = [r for r in runs if r["seed"] == seed]
         if not found:
-            raise UserError(f"--seed {seed}: the finished seeds of {task}/{config} are "
+            raise UserError(f"--seed {seed}: the finished seeds of {task}/{config} at {budget} steps are "
                             f"{', '.join(str(r['seed']) for r in runs)}")
         chosen, rule = found[0], "the seed given (--seed)"
     run_dir = Path(chosen["dir"])
@@ -130,14 +134,15 @@ def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None 
             "ir_luts", "comparators", "luts", "lut4_sites", "fmax_mhz", "latency_cycles", "target")
     record = {"sweep": str(sweep_dir.resolve()), "task": task, "config": config, "shipped_seed": chosen["seed"],
               "rule": rule, "deployed_return": "frozen" if chosen.get("frozen_return") is not None else "float",
-              "runs": [{k: r.get(k) for k in keys} for r in runs], "hardware_files": copied,
+              "runs": [{k: r.get(k) for k in keys} for r in runs], "left_out_other_budget": other_budget,
+              "hardware_files": copied,
               "seeds_planned": sum((rec["task"], rec["config"]) == (task, config) for rec in state["runs"].values())}
     write_json(out / "seeds.json", record)
     (out / "README.md").write_text(shipped_readme(record, load_config(out).to_dict(), out))
     return dict(summary, seed=chosen["seed"], seeds=[r["seed"] for r in runs], planned=record["seeds_planned"],
                 median=seed is None,
                 returns=[deployed_return(r) for r in runs], deployed=record["deployed_return"], rule=rule,
-                hardware=copied, task=task, config=config)
+                hardware=copied, task=task, config=config, left_out=other_budget)
 
 
 def _f(x, fmt: str = "{:.1f}") -> str:
