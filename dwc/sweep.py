@@ -527,8 +527,9 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
     from tqdm import tqdm
 
     jobs = [j for group in pending.values() for j in group]
+    # steps resumed from checkpoints count as done from the start, so the rate and ETA are this session's
     bar = tqdm(total=sum(j.cfg.steps for j in jobs), unit="step", disable=not progress, dynamic_ncols=True,
-               desc=f"sweep ({len(jobs)} runs)")
+               desc=f"sweep ({len(jobs)} runs)", initial=sum(min(_last_step(j), j.cfg.steps) for j in jobs))
     t_last, ended = 0.0, set()
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
