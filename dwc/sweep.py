@@ -535,7 +535,8 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
         done, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
         ended |= {j.id for ref in done for j in pending[ref]}
         if time.monotonic() - t_last > 2.0 or done:
-            bar.n = sum(j.cfg.steps if j.id in ended else min(_last_step(j), j.cfg.steps) for j in jobs)
+            # never backwards (a resumed run's metrics drop back to its checkpoint): a negative rate is no ETA
+            bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else min(_last_step(j), j.cfg.steps) for j in jobs))
             bar.refresh()
             t_last = time.monotonic()
         for ref in done:
