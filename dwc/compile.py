@@ -13,10 +13,13 @@ from .ir.report import heatmap_png, input_usage
 from .rundir import replaces_outputs, write_json, write_text
 
 
-def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: list[int] | None = None) -> Graph:
-    """Load a run's actor and freeze it; a clear error for policies that cannot be frozen yet."""
+def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: list[int] | None = None,
+               loaded: tuple | None = None) -> Graph:
+    """Load a run's actor and freeze it; a clear error for policies that cannot be frozen yet.
+    ``loaded``: the run's (actor, config, step) as :func:`dwc.policy.load_actor` gave them on the CPU,
+    so a caller that has them does not read the checkpoint (replay buffer and all) a second time."""
     from .policy import load_actor
-    actor, cfg, step = load_actor(run)
+    actor, cfg, step = loaded if loaded is not None else load_actor(run)
     if obs_frac is not None:
         if len(obs_frac) == 1:
             obs_frac = obs_frac * actor.normalizer.mean.numel()

@@ -31,7 +31,8 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
     if frozen:  # freeze first: a policy that cannot be frozen fails before any episode runs
         from .compile import freeze_run
         from .ir.fast import FastExecutor
-        circuit = FastExecutor(freeze_run(Path(run_dir)))  # bit-exact with the reference executor
+        on_cpu = (actor, cfg, step) if dev.type == "cpu" else None  # else freeze a CPU copy of its own
+        circuit = FastExecutor(freeze_run(Path(run_dir), loaded=on_cpu))  # bit-exact with the reference executor
     result = evaluate(actor_act_fn(actor, dev), cfg.env, episodes, seed, progress=progress)
     result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True)
     if stats := actor.circuit_stats():  # the trained circuit's size against its budgets

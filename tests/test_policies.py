@@ -25,6 +25,18 @@ def test_shipped_policy_reproduces_its_eval(policy):
     assert (policy / "README.md").is_file() and "dwc train" in (policy / "README.md").read_text()
 
 
+@pytest.mark.parametrize("policy", [p for p in POLICIES if "frozen" in json.loads((p / "eval.json").read_text())],
+                         ids=lambda p: p.name)
+def test_evaluation_with_the_frozen_circuit_reproduces_both_returns(policy):
+    """dwc eval --frozen freezes the actor it evaluates (one checkpoint read): the float returns stay the
+    recorded ones, and so do the frozen circuit's."""
+    from dwc.evaluation import evaluate_run
+    recorded = json.loads((policy / "eval.json").read_text())
+    result = evaluate_run(policy, 2, seed=recorded["seed"], progress=False, frozen=True, write=False)
+    assert result["returns"] == recorded["returns"][:2]
+    assert result["frozen"]["returns"] == recorded["frozen"]["returns"][:2]
+
+
 def test_policies_are_small():
     for policy in POLICIES:
         assert sum(f.stat().st_size for f in policy.iterdir()) < 5e6, policy
