@@ -30,6 +30,11 @@ def circuit_size(actor: dict) -> str:
             }.get(actor.get("policy"), f"MLP 2 x {actor.get('hidden')}")
 
 
+def deployed_return(result: dict) -> float:
+    """A run's return as deployed (a sweep's result.json): the frozen circuit's where the policy has one."""
+    return result["float_return"] if result.get("frozen_return") is None else result["frozen_return"]
+
+
 def list_policies() -> list[dict]:
     """One row per shipped policy: its env, circuit, training steps and evaluated returns."""
     rows = []
@@ -42,8 +47,7 @@ def list_policies() -> list[dict]:
         seeds = json.loads((d / "seeds.json").read_text()) if (d / "seeds.json").exists() else None
         rows.append({"seed": seeds["shipped_seed"] if seeds else cfg.get("seed"),
                      "seeds_trained": len(seeds["runs"]) if seeds else 1,
-                     "seed_returns": [r["frozen_return"] if r["frozen_return"] is not None else r["float_return"]
-                                      for r in seeds["runs"]] if seeds else None,
+                     "seed_returns": [deployed_return(r) for r in seeds["runs"]] if seeds else None,
                      "name": d.name, "path": str(d), "env": cfg.get("env"), "policy": a.get("policy"),
                      "size": circuit_size(a), "algo": cfg.get("algo"), "steps": ev.get("train_steps"),
                      "mean_return": ev.get("mean_return"), "std_return": ev.get("std_return"),

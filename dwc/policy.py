@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from .catalog import deployed_return
 from .errors import UserError
 from .models import build_actor
 from .rl.envs import check_env_id
@@ -70,11 +71,6 @@ MEDIAN_RULE = ("the median seed by the deployed policy's return (its frozen inte
                "seeds the lower of the two middle ones")
 
 
-def deployed_return(result: dict) -> float:
-    """A sweep run's return as deployed: the frozen circuit's where the policy has one."""
-    return result["float_return"] if result.get("frozen_return") is None else result["frozen_return"]
-
-
 def median_run(results: list[dict]) -> dict:
     """The run :data:`MEDIAN_RULE` picks (ties in return broken by the lower seed)."""
     ordered = sorted(results, key=lambda r: (deployed_return(r), r["seed"]))
@@ -122,14 +118,14 @@ def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None 
     copied = []
     if (build / "summary.json").exists():  # the sweep's compile / verify / synth of this run
         syn = json.loads((build / "summary.json").read_text()).get("synth") or {}
-        wanted = [build / "summary.json", build / "circuit" / "verify_report.json"]
+        wanted = {"summary.json": build / "summary.json", "verify_report.json": build / "circuit" / "verify_report.json"}
         if syn.get("target"):
-            wanted.append(build / "circuit" / "synth" / syn["target"] / "report.json")
+            wanted["synth_report.json"] = build / "circuit" / "synth" / syn["target"] / "report.json"
         (out / "hardware").mkdir()
-        for src in (p for p in wanted if p.exists()):
-            name = "synth_report.json" if src.parent.parent.name == "synth" else src.name
-            shutil.copy2(src, out / "hardware" / name)
-            copied.append(name)
+        for name, src in wanted.items():
+            if src.exists():
+                shutil.copy2(src, out / "hardware" / name)
+                copied.append(name)
     keys = ("seed", "train_steps", "episodes", "float_return", "frozen_return", "rtl_return", "rtl_equals_frozen",
             "ir_luts", "comparators", "luts", "lut4_sites", "fmax_mhz", "latency_cycles", "target")
     record = {"sweep": str(sweep_dir.resolve()), "task": task, "config": config, "shipped_seed": chosen["seed"],

@@ -9,8 +9,8 @@
 #   4. scripts/bench_seeds.py --device cuda: 8 SAC seeds in one process (dwc train --seeds 1-8) against
 #      8 processes sharing the GPU, MLP and DWC actors (target: >= 3x the aggregate env-steps/s).
 # Usage: scripts/gpu_check.sh OUT_DIR [quick]   (with dwc installed: pip install -e ".[test,bench]")
-# Logs and the benchmarks' JSON land in OUT_DIR; each step has its own time limit (about 37 minutes in all).
-# quick: the same checks cut to fit one 9-minute slot on a lent GPU: the CUDA tests, then 1 and 4 at K = 8
+# Logs and the benchmarks' JSON land in OUT_DIR; each step has its own time limit (about 37 minutes of limits in all).
+# quick: the same checks cut for one short slot on a lent GPU (step limits 170 + 110 + 130 + 100 s; not yet run on one): the CUDA tests, then 1 and 4 at K = 8
 # (the issue's targets) with the benchmarks' default budgets, and 3 at width 256 only.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [quick]}
