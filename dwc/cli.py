@@ -115,9 +115,9 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
     p.add_argument("--precision", choices=["auto", "float32", "bfloat16"],
                    help="arithmetic of the large training matmuls (critics' and MLP actor's hidden layer, LUT "
                         "wiring-score gradients; all else float32, and a DWC circuit is exact either way). auto = "
-                        "float32: bfloat16 is faster on CPUs with AMX or AVX512-BF16 (Xeon 4th gen+, AMD Zen 4+; "
-                        "large products 2.5-10x) but is not yet shown to cost no return, so it is opt-in "
-                        "(default auto)")
+                        "float32. bfloat16 is faster on CPUs with AMX or AVX512-BF16 (Xeon 4th gen+, AMD Zen 4+; "
+                        "Hopper DWC training 1.37x): over 5 paired Hopper seeds it showed no return cost for a DWC "
+                        "but cost the MLP return, see docs/training.md (default auto)")
     p.add_argument("--num-envs", type=int, help="parallel envs stepped together (default 1)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default 1: fastest on 2 cores)")
     p.add_argument("--checkpoint-every", type=int, help="env steps between checkpoints (default 10000)")

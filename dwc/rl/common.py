@@ -47,10 +47,9 @@ def resolve_precision(name: str, device: torch.device) -> torch.dtype:
     """The dtype of the large training matmuls: the critics' and the MLP actor's hidden layer and
     the LUT layers' wiring-score gradient. Everything else (LUT forward and tables, EFD, losses,
     optimiser state, inference) stays float32, and a DWC's circuit is exact whatever this is.
-    ``auto`` is float32 everywhere: bf16 is faster where :func:`fast_bf16`, but a default that trades
-    quality for speed must be chosen by measured return, and on Hopper bf16 runs returned less than
-    the float32 run of the same seed; until a paired multi-seed comparison shows it costs no return,
-    bf16 is only taken when asked for (``bfloat16``)."""
+    ``auto`` is float32 everywhere: bf16 is faster where :func:`fast_bf16`, but over 5 paired Hopper
+    seeds (docs/hopper-ab) it cost the MLP return (IQM ratio 0.81), and a DWC pairs with its MLP
+    baseline only at the same precision, so bf16 is only taken when asked for (``bfloat16``)."""
     if name not in PRECISIONS:
         raise UserError(f"--precision {name!r}: choose from {', '.join(PRECISIONS)}")
     if name == "auto":
