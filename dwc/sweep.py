@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -527,10 +528,15 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
     from tqdm import tqdm
 
     jobs = [j for group in pending.values() for j in group]
+    # In a log file (nohup, CI) a redrawn bar would be one endless line that hides the "done" lines:
+    # there the progress is a line of its own every minute, and every message starts a line.
+    tty = sys.stderr.isatty()
     # steps resumed from checkpoints count as done from the start, so the rate and ETA are this session's
-    bar = tqdm(total=sum(j.cfg.steps for j in jobs), unit="step", disable=not progress, dynamic_ncols=True,
-               desc=f"sweep ({len(jobs)} runs)", initial=sum(min(_last_step(j), j.cfg.steps) for j in jobs))
-    t_last, ended = 0.0, set()
+    initial = sum(min(_last_step(j), j.cfg.steps) for j in jobs)
+    bar = tqdm(total=sum(j.cfg.steps for j in jobs), unit="step", disable=not (progress and tty), dynamic_ncols=True,
+               desc=f"sweep ({len(jobs)} runs)", initial=initial)
+    say = bar.write if progress and tty else log
+    t_last, t_line, t0, ended = 0.0, time.monotonic(), time.monotonic(), set()
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
         ended |= {j.id for ref in done for j in pending[ref]}
@@ -539,6 +545,10 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
             bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else min(_last_step(j), j.cfg.steps) for j in jobs))
             bar.refresh()
             t_last = time.monotonic()
+            if progress and not tty and t_last - t_line >= 60.0:
+                log(tqdm.format_meter(bar.n, bar.total, t_last - t0, prefix=f"sweep ({len(jobs)} runs)", unit="step",
+                                      initial=initial))
+                t_line = t_last
         for ref in done:
             group = pending.pop(ref)
             try:
@@ -550,12 +560,12 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
                 rec = state["runs"][j.id]
                 if "error" in r:
                     rec.update(state="failed", error=r["error"])
-                    bar.write(f"FAILED {j.id}: {r['error']}")
+                    say(f"FAILED {j.id}: {r['error']}")
                 else:
                     rec.update(state="finished")
                     frozen = f", frozen {r['frozen_return']:.1f}" if r["frozen_return"] is not None else ""
                     rtl = f", RTL {r['rtl_return']:.1f}" if r["rtl_return"] is not None else ""
-                    bar.write(f"done {j.id}: return {r['float_return']:.1f}{frozen}{rtl} "
+                    say(f"done {j.id}: return {r['float_return']:.1f}{frozen}{rtl} "
                               f"({r['train_steps']} steps, {r['seconds']:.0f} s)")
             write_json(out / "sweep.json", state)
     bar.close()

@@ -211,8 +211,11 @@ configs: {{dwc: {{policy: dwc}}}}
     finished_before = {k: (d / "result.json").stat().st_mtime_ns for k, d in runs.items() if done(d)}
     assert 0 < len(finished_before) < 4  # 2 runs at a time: the last ones had just started
 
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    # with its progress on, into a file as under nohup: lines, not a redrawn bar
+    again = subprocess.run([c for c in cmd if c != "--no-progress"], capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
+    assert "\r" not in again.stdout + again.stderr
+    assert sum(l.startswith("done ") for l in again.stdout.splitlines()) == 4 - len(finished_before)
     assert f"{len(finished_before)} finished earlier (kept), {4 - len(finished_before)} to run" in again.stdout
     for k, d in runs.items():
         r = json.loads((d / "result.json").read_text())
