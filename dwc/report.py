@@ -224,8 +224,9 @@ def config_order(state: dict) -> list[str]:
 
 
 RULE = ("Each config is compared with every config before it in the spec (the earlier one is the baseline) that "
-        "it shares its training precision with, or differs from in precision alone, so one comparison never mixes "
-        "two treatments; --baseline NAME keeps the comparisons with NAME. On each task runs pair by seed, and only "
+        "it shares its training precision with, or differs from in precision alone, so a precision change is never "
+        "confounded with another (other options may differ between two configs: each pair reads as what its two "
+        "configs change); --baseline NAME keeps the comparisons with NAME. On each task runs pair by seed, and only "
         "when both trained for the same steps; ratio = IQM(config) / IQM(baseline) over the paired seeds with a "
         "95% paired-bootstrap CI; P(config > baseline) = rliable's probability of improvement with a 95% "
         f"bootstrap CI; no CI below {stats.MIN_SEEDS} paired seeds.")
