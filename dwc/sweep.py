@@ -44,6 +44,7 @@ configs:                                  # name -> dwc train options (names as 
   dwc: {policy: dwc, width: [256, 1024]}  # a list expands: configs dwc-width256, dwc-width1024
   mlp: {policy: mlp}
   qmlp: {policy: qmlp, hardware: {target: none}}  # a config's own hardware keys (false: no hardware stage)
+  dwc-b15: {policy: dwc, thermo_bits: 15, tasks: [Hopper-v5]}  # tasks: this config on these of the tasks only
 hardware:                                 # optional: after training, per circuit run
   target: ecp5-25k                        # compile + Verilator verify, then synthesis (a family such as ecp5: its smallest device that fits; none: no synthesis)
   episodes: 3                             # closed-loop Verilator episodes (default: all evaluation episodes)
@@ -119,11 +120,14 @@ class Spec:
     hardware: dict[str, dict | None]  # config name -> its hardware stage (None: none)
     resources: dict = field(default_factory=dict)
     scaled_down: bool = False  # loaded with the spec's scale_down section applied
+    config_tasks: dict[str, list[str]] = field(default_factory=dict)  # config name -> its tasks, if a subset
 
     def jobs(self, out: Path) -> list[Job]:
         jobs = []
         # seed-major: the configs of one seed are queued together, so paired comparisons fill in seed by seed
         for task, seed, (name, opts) in itertools.product(self.tasks, self.seeds, self.configs.items()):
+            if task not in self.config_tasks.get(name, self.tasks):
+                continue
             cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"option in {self.path}, config {name}:")
             cfg.threads = int(self.resources["cpus_per_run"])
             hw = self.hardware[name] if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit
@@ -238,12 +242,17 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
     scaled = mapping(down.get("options") or {}, "scale_down: options")
     hw_all = mapping(raw["hardware"], "hardware") if raw.get("hardware") is not None else None
     hw_down = mapping(down.get("hardware") or {}, "scale_down: hardware")
-    configs, hardware = {}, {}
+    configs, hardware, config_tasks = {}, {}, {}
     for name, opts in mapping(raw["configs"], "configs", names=True).items():
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
             raise UserError(f"{path}: config name {name!r}: use letters, digits and _.+- (it names folders)")
         opts = mapping(opts or {}, f"config {name}")
         hw = opts.pop("hardware", None)  # the config's own hardware keys, over the spec's (false: none)
+        only = opts.pop("tasks", None)  # a subset of the spec's tasks (a costly setting only where it is needed)
+        if only is not None:
+            only = task_list(only, f"config {name}: tasks")
+            if extra := [t for t in only if t not in task_list(raw["tasks"], "tasks")]:
+                raise UserError(f"{path}: config {name}: tasks {', '.join(extra)} not in the spec's tasks")
         if hw is False or (hw is None and hw_all is None):
             hw = None
         else:
@@ -253,6 +262,8 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
             if n in configs:
                 raise UserError(f"{path}: config {n} defined twice")
             configs[n], hardware[n] = {**o, **scaled}, hw
+            if only is not None:
+                config_tasks[n] = only
     if not configs:
         raise UserError(f"{path}: configs is empty")
     res = {**RESOURCE_KEYS, **mapping(raw.get("resources") or {}, "resources"),
@@ -270,8 +281,9 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
     from .rl.envs import check_env_id
     for t in tasks:  # fail before any run starts
         check_env_id(t).close()
-    spec = Spec(path, tasks, seeds, configs, hardware, res, scaled_down=scale_down)
-    spec.jobs(Path("."))  # builds and validates every run's config
+    spec = Spec(path, tasks, seeds, configs, hardware, res, scaled_down=scale_down, config_tasks=config_tasks)
+    if not spec.jobs(Path(".")):  # builds and validates every run's config
+        raise UserError(f"{path}: no runs: no config is given any of the tasks {', '.join(tasks)}")
     return spec
 
 
@@ -475,7 +487,10 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     out.mkdir(parents=True, exist_ok=True)
     if Path(spec_path).resolve() != (out / "spec.yaml").resolve():
         shutil.copyfile(spec_path, out / "spec.yaml")
-    log(f"{out}: {len(jobs)} runs ({len(spec.tasks)} tasks x {len(spec.configs)} configs x {len(spec.seeds)} seeds); "
+    shape = f"{len(spec.tasks)} tasks x {len(spec.configs)} configs x {len(spec.seeds)} seeds"
+    if spec.config_tasks:
+        shape += ", some configs on some tasks only"
+    log(f"{out}: {len(jobs)} runs ({shape}); "
         f"{len(jobs) - len(todo)} finished earlier (kept), {len(todo)} to run")
     write_json(out / "sweep.json", state)
     if not todo:

@@ -58,6 +58,44 @@ hardware: {target: none, episodes: 1}
     assert j.key != key
 
 
+def test_a_config_can_run_on_some_tasks_only(tmp_path):
+    """A config's tasks: a subset of the spec's; its runs exist on those tasks only, and --scale-down
+    keeps the intersection."""
+    text = """
+tasks: [InvertedPendulum-v5, InvertedDoublePendulum-v5]
+seeds: 2
+steps: 2000
+configs:
+  mlp: {policy: mlp}
+  dwc-b15: {policy: dwc, width: 32, thermo_bits: 15, tasks: [InvertedDoublePendulum-v5]}
+scale_down: {tasks: [InvertedPendulum-v5]}
+"""
+    spec = load_spec(write_spec(tmp_path / "s.yaml", text))
+    ids = sorted(j.id for j in spec.jobs(tmp_path / "out"))
+    assert ids == sorted([f"{t}/mlp/seed{s}" for t in spec.tasks for s in (1, 2)]
+                         + [f"InvertedDoublePendulum-v5/dwc-b15/seed{s}" for s in (1, 2)])
+    assert all(j.cfg.actor.thermo_bits == 15 for j in spec.jobs(tmp_path / "out") if j.config == "dwc-b15")
+    down = load_spec(tmp_path / "s.yaml", scale_down=True)
+    assert [j.id for j in down.jobs(tmp_path / "out")] == ["InvertedPendulum-v5/mlp/seed1", "InvertedPendulum-v5/mlp/seed2"]
+    # scaled down to tasks that no config is given: no runs, said in one line
+    write_spec(tmp_path / "s.yaml", text.replace("  mlp: {policy: mlp}\n", ""))
+    with pytest.raises(UserError, match="no runs: no config is given any of the tasks InvertedPendulum-v5"):
+        load_spec(tmp_path / "s.yaml", scale_down=True)
+
+
+def test_shipped_specs_load(tmp_path):
+    """Every spec shipped in configs/ and docs/ loads, full and scaled down, into distinct runs."""
+    root = Path(__file__).resolve().parents[1]
+    specs = sorted(root.glob("configs/*.yaml")) + sorted(root.glob("docs/*/spec.yaml"))
+    assert len(specs) >= 4
+    for path in specs:
+        for down in (False, True):
+            if down and "scale_down" not in path.read_text():
+                continue
+            jobs = load_spec(path, scale_down=down).jobs(tmp_path)
+            assert jobs and len({j.id for j in jobs}) == len(jobs), path
+
+
 @pytest.mark.parametrize("text, message", [
     ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {widht: 3}}", "unknown option in .*config a: 'widht'"),
     ("tasks: [NoSuchEnv-v0]\nseeds: 1\nconfigs: {a: {}}", "NoSuchEnv-v0"),
@@ -70,6 +108,7 @@ hardware: {target: none, episodes: 1}
     ("tasks: [InvertedPendulum-v5]\nseeds: 1\noptions: {seed: 3}\nconfigs: {a: {}}", "seed"),
     ("tasks: [InvertedPendulum-v5]\nseeds: 1", "missing 'configs'"),
     ("tasks: [a\n", r"not valid YAML \(line 2, column 1\)"),
+    ("tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {tasks: [Hopper-v5]}}", "tasks Hopper-v5 not in the spec's tasks"),
 ])
 def test_spec_errors_are_one_line(tmp_path, capsys, text, message):
     spec = write_spec(tmp_path / "s.yaml", text)
