@@ -487,7 +487,8 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     out.mkdir(parents=True, exist_ok=True)
     if Path(spec_path).resolve() != (out / "spec.yaml").resolve():
         shutil.copyfile(spec_path, out / "spec.yaml")
-    shape = f"{len(spec.tasks)} tasks x {len(spec.configs)} configs x {len(spec.seeds)} seeds"
+    plural = lambda n, what: f"{n} {what}{'s' * (n != 1)}"
+    shape = " x ".join(plural(len(xs), w) for xs, w in ((spec.tasks, "task"), (spec.configs, "config"), (spec.seeds, "seed")))
     if spec.config_tasks:
         shape += ", some configs on some tasks only"
     log(f"{out}: {len(jobs)} runs ({shape}); "
