@@ -138,6 +138,10 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
                         "gradient and an Adam step, as published) or sparse (only the few candidates within the "
                         "softmax margin of each input's best one: much cheaper on a CPU; the others keep their "
                         "scores until they come near again, so it trains a different wiring) (default dense)")
+    m.add_argument("--wiring-refresh", type=int, metavar="K",
+                   help="with --wiring-optim sparse: every K-th wiring update is the dense one, so candidates "
+                        "far from an input's best one still climb (at 1/K of the dense pace), at about 1/K of "
+                        "the dense step's extra cost (default 0: never)")
     c = p.add_argument_group("codesign: train for a target FPGA and within its budgets (dwc policies)")
     c.add_argument(target_flag, dest="target", help=TRAIN_TARGET_HELP)
     c.add_argument("--max-luts", type=int, help="at most this many LUTs in the LUT layers; sizes --width when it "

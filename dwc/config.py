@@ -22,6 +22,8 @@ class ActorConfig:
     wiring: str = "learnable"  # learnable | random
     # update of learnable wiring scores: dense (every candidate, as published) | sparse (near-max only)
     wiring_optim: str = "dense"
+    # sparse update: every this many wiring steps the dense one instead, so far candidates still move (0: never)
+    wiring_refresh: int = 0
     tau: float = 1e-3
     groupsum_eps: float = 1e-3
     # float parts
@@ -157,7 +159,7 @@ OPTIONS = {
     **{k: None for k in ("env", "algo", "steps", "seed", "device", "cuda_graphs", "precision", "num_envs", "threads",
                          "checkpoint_every", "eval_episodes", "target")},
     **{k: "actor" for k in ("policy", "layers", "width", "last_width", "lut_inputs", "thermo_bits", "wiring",
-                            "wiring_optim", "hidden", "weight_bits", "act_bits", "out_bits", "fan_in", "max_luts", "max_comparators")},
+                            "wiring_optim", "wiring_refresh", "hidden", "weight_bits", "act_bits", "out_bits", "fan_in", "max_luts", "max_comparators")},
     **{k: "sac" for k in ("learning_starts", "batch_size", "buffer_size", "actor_lr")},
     **{k: "ppo" for k in ("rollout_steps",)},
     **{k: "distill" for k in ("teacher", "dagger_steps", "updates_per_step", "distill_lr")},
@@ -263,6 +265,8 @@ def validate(cfg: TrainConfig) -> None:
         (a.wiring_optim == "dense" or (a.policy == "dwc" and a.wiring == "learnable" and cfg.algo == "sac"),
          "--wiring-optim sparse applies to a learnable wiring (--policy dwc --wiring learnable) trained by "
          "--algo sac"),
+        (a.wiring_refresh >= 0, f"--wiring-refresh must be >= 0, got {a.wiring_refresh}"),
+        (a.wiring_refresh == 0 or a.wiring_optim == "sparse", "--wiring-refresh applies to --wiring-optim sparse"),
         (cfg.steps >= 1, f"--steps must be >= 1, got {cfg.steps}"),
         (cfg.num_envs >= 1, f"--num-envs must be >= 1, got {cfg.num_envs}"),
         (cfg.threads >= 1, f"--threads must be >= 1, got {cfg.threads}"),

@@ -116,10 +116,10 @@ def test_scores_without_a_gradient_keep_their_value_and_moments():
     assert torch.isclose(w[4, 0], want, rtol=1e-6)
 
 
-def _learner(seed=0):
+def _learner(seed=0, refresh=0):
     from dwc.rl.sac import SACLearner
     torch.manual_seed(seed)
-    cfg = ActorConfig(width=64, lut_inputs=4, thermo_bits=15, wiring_optim="sparse")
+    cfg = ActorConfig(width=64, lut_inputs=4, thermo_bits=15, wiring_optim="sparse", wiring_refresh=refresh)
     actor = build_actor(cfg, 11, 3, [-1] * 3, [1] * 3)
     actor.normalizer.update(torch.randn(200, 11, generator=torch.Generator().manual_seed(5)) * 3)
     return SACLearner(actor, 11, 3, SACConfig(batch_size=32), torch.device("cpu"))
@@ -134,17 +134,19 @@ def _updates(learner, gen, count):
         learner.update(*batch, torch.randn(2, b, 3, generator=gen) if i % 2 == 0 else None)
 
 
-def test_sac_with_the_sparse_update_resumes_bit_for_bit():
+@pytest.mark.parametrize("refresh", [0, 4])
+def test_sac_with_the_sparse_update_resumes_bit_for_bit(refresh):
     """A learner saved after some updates (as a checkpoint holds it), loaded into a fresh one, then
-    updated on the same minibatches as the original: every parameter and optimiser state equal."""
-    a = _learner()
+    updated on the same minibatches as the original: every parameter and optimiser state equal; with
+    a dense refresh every 4th wiring step, the resumed learner keeps the rhythm."""
+    a = _learner(refresh=refresh)
     gen = torch.Generator().manual_seed(3)
-    _updates(a, gen, 6)
+    _updates(a, gen, 6)  # 6 actor steps: with refresh 4 the 4th was dense, the 6th is sparse
     assert all(p.grad is None or p.grad.is_sparse for p in (layer.wiring_weights for layer in a.actor.luts))
     buf = io.BytesIO()
     torch.save(a.state_dict(), buf)
     buf.seek(0)
-    b = _learner(seed=99)  # other initial parameters: everything must come from the checkpoint
+    b = _learner(seed=99, refresh=refresh)  # other initial parameters: everything must come from the checkpoint
     b.load_state_dict(torch.load(buf, weights_only=False))
     rng = gen.get_state()
     _updates(a, gen, 6)
@@ -158,6 +160,38 @@ def test_sac_with_the_sparse_update_resumes_bit_for_bit():
                 assert torch.equal(sa[i][name], sb[i][name]), (k, i, name)
     for la, lb in zip(a.actor.luts, b.actor.luts):
         assert torch.equal(la.wiring_indices(), lb.wiring_indices())
+
+
+def test_a_dense_refresh_every_k_steps(tmp_path):
+    """--wiring-refresh K: the wiring's steps K, 2K, ... take the dense gradient (every score moves),
+    the others the sparse one (only the support moves); the argmax and support stay exact across
+    both kinds of step (a dense one ends the layer's tracked band)."""
+    torch.manual_seed(0)
+    layer = LUTLayer(21 * 7, 40, 6, thermometer_bits=7, wiring_optim="sparse", dense_every=3)
+    opt = WiringAdam(layer.parameters(), lr=1e-3, eps=1e-5, fused=True)
+    x = _bits(21 * 7, 48, 7)
+    kinds = []
+    for step in range(1, 10):
+        before = layer.wiring_weights.detach().clone()
+        opt.zero_grad()
+        layer.forward_fm(x).backward(torch.randn(40, 48, generator=torch.Generator().manual_seed(step)))
+        kinds.append("sparse" if layer.wiring_weights.grad.is_sparse else "dense")
+        opt.step()
+        moved = (layer.wiring_weights.detach() != before).float().mean().item()
+        assert moved > 0.9 if kinds[-1] == "dense" else 0 < moved < 0.3
+        scores = layer.wiring_weights.detach()
+        top = scores.max(0).values
+        assert torch.equal(layer.wiring_indices().flatten(), torch.argmax((scores == top).to(torch.uint8), 0))
+        src, slot, _ = layer._support()
+        assert torch.equal(torch.stack([src, slot], 1), torch.nonzero(scores >= top - SOFTMAX_MARGIN * layer.tau))
+    assert kinds == ["sparse", "sparse", "dense"] * 3
+    assert layer.wiring_weights.dwc_steps == int(opt.state[layer.wiring_weights]["step"]) == 9
+    # the option: recorded in the run's config, refused without the sparse update
+    run = tmp_path / "run"
+    assert main(small_args(run, steps=300, extra=["--wiring-optim", "sparse", "--wiring-refresh", "4"])) == 0
+    assert json.loads((run / "config.json").read_text())["actor"]["wiring_refresh"] == 4
+    assert_one_line_error(run_cli("train", "--env", ENV, "--wiring-refresh", "4", "--out", str(tmp_path / "r")),
+                          "--wiring-refresh applies to --wiring-optim sparse")
 
 
 def test_train_with_the_sparse_update_checkpoints_and_resumes(tmp_path):

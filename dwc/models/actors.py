@@ -200,7 +200,7 @@ class DWCActor(_Actor):
             self.luts = nn.ModuleList(
                 LUTLayer(sizes[i], sizes[i + 1], cfg.lut_inputs, cfg.wiring, cfg.tau,
                          thermometer_bits=cfg.thermo_bits if i == 0 else 0, source_pool=pool if i == 0 else None,
-                         wiring_optim=cfg.wiring_optim)
+                         wiring_optim=cfg.wiring_optim, dense_every=cfg.wiring_refresh)
                 for i in range(cfg.layers))
         self.head = GroupSum(last, action_dim, cfg.groupsum_eps)
         self.log_std_net = nn.Sequential(nn.Linear(obs_dim, cfg.logstd_hidden), nn.ReLU(),

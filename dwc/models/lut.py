@@ -252,7 +252,7 @@ class _LearnableWiring(torch.autograd.Function):
         layer = ctx.layer
         grad_x = grad_w = None
         if ctx.needs_input_grad[1]:
-            if layer.wiring_optim == "sparse":  # the near-max candidates only: a sampled product
+            if layer.wiring_optim == "sparse" and not layer.dense_step_due():  # near-max candidates: a sampled product
                 grad_w = layer.sparse_score_grad(g, x)
             else:  # every candidate source gets a gradient: the costly part
                 grad_w = wiring_score_grad(g, x, layer.thermometer_bits, layer.grad_dtype)
@@ -288,7 +288,7 @@ class LUTLayer(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, n: int = 6, wiring: str = "learnable",
                  tau: float = 1e-3, sparse_softmax: bool = True, thermometer_bits: int = 0,
-                 source_pool: torch.Tensor | None = None, wiring_optim: str = "dense"):
+                 source_pool: torch.Tensor | None = None, wiring_optim: str = "dense", dense_every: int = 0):
         super().__init__()
         if not 1 <= n <= 8:
             raise ValueError(f"LUT inputs must be in 1..8, got {n}")
@@ -297,6 +297,7 @@ class LUTLayer(nn.Module):
         if wiring_optim not in ("dense", "sparse"):
             raise ValueError(f"wiring_optim must be 'dense' or 'sparse', got {wiring_optim!r}")
         self.wiring_optim = wiring_optim
+        self.dense_every = dense_every  # a sparse update's dense refresh: every this many wiring steps
         self.in_features, self.out_features, self.n = in_features, out_features, n
         self.wiring, self.tau, self.sparse_softmax = wiring, tau, sparse_softmax
         if thermometer_bits and in_features % thermometer_bits:
@@ -345,6 +346,12 @@ class LUTLayer(nn.Module):
             self._cache[name] = compute()
         return self._cache[name]
 
+    def dense_step_due(self) -> bool:
+        """Whether the wiring's next optimiser step is a sparse update's dense refresh: its step count
+        (kept by :class:`dwc.rl.optim.WiringAdam` from Adam's own, so a resumed run keeps the rhythm)
+        reaches a multiple of ``dense_every``."""
+        return bool(self.dense_every) and (getattr(self.wiring_weights, "dwc_steps", 0) + 1) % self.dense_every == 0
+
     def _masked(self, w: torch.Tensor) -> torch.Tensor:
         """Scores with sources outside the allowed mask at -inf: never the argmax, zero softmax weight."""
         return w if self.allowed is None else w.masked_fill(~self.allowed[:, None], float("-inf"))
@@ -392,7 +399,8 @@ class LUTLayer(nn.Module):
         new source mask starts a full search again."""
         w = self.wiring_weights.detach()  # the band holds allowed entries only: no mask to apply
         band = getattr(self, "_tracked", None)
-        key = (w.data_ptr(), w.device, self.allowed_changes)
+        # a dense step (a refresh) moves every score, and fused Adam leaves the version counter alone
+        key = (w.data_ptr(), w.device, self.allowed_changes, getattr(self.wiring_weights, "dwc_dense_steps", 0))
         if band is not None and band["key"] == key and (
                 band["version"] == w._version or getattr(self.wiring_weights, "dwc_lazy_step", None)
                 == (band["version"], w._version)):

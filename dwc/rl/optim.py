@@ -9,6 +9,11 @@ correction, and the group's learning rate, betas, eps, weight decay and maximize
 entry keeps its value and its moments until it has a gradient again (dense Adam would move it by
 its decaying momentum). Dense gradients go through ``torch.optim.Adam`` unchanged, and the state
 dict has Adam's layout, so this is a drop-in replacement for the actor's optimiser.
+
+It also counts each parameter's steps (``dwc_steps``: Adam's own count, restored with its state, so a
+resumed run keeps its rhythm) and the dense ones among them (``dwc_dense_steps``): with
+``--wiring-refresh K`` every K-th step of the wiring scores is dense, and a layer's tracked band must
+not outlive one.
 """
 from __future__ import annotations
 
@@ -26,7 +31,9 @@ class WiringAdam(torch.optim.Adam):
         sparse = {id(p): p.grad for group in self.param_groups for p in group["params"]
                   if p.grad is not None and p.grad.is_sparse}
         if not sparse:
-            return super().step(closure)
+            loss = super().step(closure)
+            self._count_wiring_steps(sparse)
+            return loss
         params = {id(p): p for group in self.param_groups for p in group["params"]}
         for key in sparse:  # Adam refuses sparse gradients: it steps the dense ones alone
             params[key].grad = None
@@ -39,7 +46,25 @@ class WiringAdam(torch.optim.Adam):
             for p in group["params"]:
                 if id(p) in sparse:
                     self._lazy_step(p, sparse[id(p)], group)
+        self._count_wiring_steps(sparse)
         return loss
+
+    def _count_wiring_steps(self, sparse: dict) -> None:
+        """Host-side counts (no device sync): Adam steps every parameter that has a gradient once."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.dwc_steps = getattr(p, "dwc_steps", 0) + 1
+                    if id(p) not in sparse:
+                        p.dwc_dense_steps = getattr(p, "dwc_dense_steps", 0) + 1
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state.get(p, {})
+                p.dwc_steps = int(state["step"]) if "step" in state else 0
+                p.dwc_dense_steps = getattr(p, "dwc_dense_steps", 0) + 1  # the scores were replaced
 
     def _lazy_step(self, p: torch.Tensor, grad: torch.Tensor, group: dict) -> None:
         if group["amsgrad"] or group["differentiable"] or torch.is_complex(p) or not p.is_contiguous():
