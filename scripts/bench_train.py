@@ -20,6 +20,8 @@ Our runs use --precision auto (float32) unless told; --precision bfloat16 measur
                  updated densely (--wiring-optim dense, the default).
   dwc-sparse     the same with --wiring-optim sparse: only the candidates near each input's best one
                  get a gradient and an Adam step.
+  dwc-refresh    (on request) the sparse update with every K-th wiring step dense
+                 (--wiring-refresh K; K from --refresh, default 4).
   mlp-eager      (on request) our MLP SAC with --no-cuda-graphs: what the CUDA graphs bring.
   mlp-fp32       (on request) our MLP SAC with --precision float32: what bf16 matmuls bring
                  (with --precision bfloat16 for the others).
@@ -50,7 +52,7 @@ from dwc.ir.fast import cpu_model
 from dwc.rl.common import resolve_precision
 from dwc.rl.envs import check_env_id
 
-ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "dwc-sparse", "mlp-eager", "mlp-fp32", "dwc-adam")
+ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "dwc-sparse", "mlp-eager", "mlp-fp32", "dwc-adam", "dwc-refresh")
 DEFAULT = ALL[:5]
 WARMUP = 1000  # steps after learning starts that are not timed (one SPS window)
 TARGET = 1.5  # our MLP SAC's steps/s over SB3's, and the DWC runs' time per step over the MLP's ...
@@ -92,7 +94,7 @@ def bench_sb3(args) -> float:
 
 
 def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True, precision: str | None = None,
-               wiring_optim: str = "dense") -> float:
+               wiring_optim: str = "dense", refresh: int = 0) -> float:
     from dwc.config import TrainConfig
     from dwc.rl.train import train
 
@@ -101,7 +103,7 @@ def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True
                       device=args.device, cuda_graphs=graphs, precision=precision or args.precision)
     cfg.actor.policy = policy
     if wiring:
-        cfg.actor.wiring, cfg.actor.wiring_optim = wiring, wiring_optim
+        cfg.actor.wiring, cfg.actor.wiring_optim, cfg.actor.wiring_refresh = wiring, wiring_optim, refresh
         cfg.actor.width = args.dwc_width
     cfg.sac.learning_starts = args.learning_starts
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
@@ -156,6 +158,7 @@ def measure(name: str, args) -> float:
             "dwc-random": lambda: bench_ours(args, "dwc", "random"),
             "dwc-learnable": lambda: bench_ours(args, "dwc", "learnable"),
             "dwc-sparse": lambda: bench_ours(args, "dwc", "learnable", wiring_optim="sparse"),
+            "dwc-refresh": lambda: bench_ours(args, "dwc", "learnable", wiring_optim="sparse", refresh=args.refresh),
             "mlp-eager": lambda: bench_ours(args, "mlp", graphs=False),
             "mlp-fp32": lambda: bench_ours(args, "mlp", precision="float32")}[name]()
 
@@ -171,6 +174,7 @@ def main() -> None:
     p.add_argument("--measure-steps", type=int, default=2000,
                    help="steps after learning starts; the first 1000 are warm-up, the rest timed; "
                         "a multiple of 1000, >= 2000 (default 2000)")
+    p.add_argument("--refresh", type=int, default=4, help="dwc-refresh's K (--wiring-refresh; default 4)")
     p.add_argument("--which", default=",".join(DEFAULT),
                    help=f"comma list among {','.join(ALL)} (default {','.join(DEFAULT)})")
     p.add_argument("--dwc-width", type=int, default=1024, help="DWC layer width (default 1024 = published)")
@@ -201,6 +205,7 @@ def main() -> None:
                "gpu": gpu, "env": args.env,
                "learning_starts": args.learning_starts, "measure_steps": args.measure_steps,
                "timed_steps": args.measure_steps - WARMUP, "dwc_width": args.dwc_width, "rounds": args.rounds,
+               "wiring_refresh": args.refresh if "dwc-refresh" in which else None,
                "precision": str(resolve_precision(args.precision, torch.device(args.device))).removeprefix("torch.")}
     print("machine: " + ", ".join(f"{k}={context[k]}" for k in ("cpu", "gpu", "device", "torch", "threads", "precision")
                                   if context[k] is not None))
@@ -247,7 +252,9 @@ def main() -> None:
     if (r := rows.get("dwc-adam", {}).get("time_per_step_vs_mlp")) is not None:
         print(f"  floor: Adam over the learnable DWC's parameters alone takes {r:.2f}x the MLP SAC's whole "
               f"step (the target leaves the DWC {target - 1:.2f}x on top of the MLP's step)")
-    for name in ("dwc-random", "dwc-learnable", "dwc-sparse"):
+    for name in ("dwc-random", "dwc-learnable", "dwc-sparse", "dwc-refresh"):
+        if name == "dwc-refresh" and name not in rows:  # on request only
+            continue
         r = rows.get(name, {}).get("time_per_step_vs_mlp")
         checks[f"{name}_vs_mlp"] = {"target": f"<= {target}x", "measured": r,
                                     "pass": None if r is None else r <= target}
