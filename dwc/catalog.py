@@ -23,9 +23,12 @@ POLICIES_DIR = shipped_dir("policies")
 
 
 def circuit_size(actor: dict) -> str:
-    """The actor's shape in words: "2 x 256 LUT6", "QMLP 2 x 16 W4A4", "MLP 2 x 256"."""
+    """The actor's shape in words: "2 x 256 LUT6", "QMLP 2 x 16 W4A4", "MLP 2 x 256"; thresholds per
+    dimension where they are not the published 63: "2 x 256 LUT6, B = 15"."""
     shape = layer_shape(actor.get("layers", 0), actor.get("width", 0), actor.get("last_width", 0))
-    return {"dwc": f"{shape} LUT{actor.get('lut_inputs')}", "gates": f"{shape} gates",
+    bits = actor.get("thermo_bits", 63)
+    thresholds = f", B = {bits}" if bits != 63 else ""
+    return {"dwc": f"{shape} LUT{actor.get('lut_inputs')}{thresholds}", "gates": f"{shape} gates{thresholds}",
             "qmlp": f"QMLP {actor.get('layers')} x {actor.get('hidden')} W{actor.get('weight_bits')}A{actor.get('act_bits')}"
             }.get(actor.get("policy"), f"MLP 2 x {actor.get('hidden')}")
 
@@ -58,12 +61,13 @@ def list_policies() -> list[dict]:
 
 
 def policies_text(rows: list[dict]) -> str:
-    w = max(len(r["name"]) for r in rows) + 2  # names grow: keep the columns apart
-    lines = [f"{'policy':<{w}}{'env':<22}{'circuit':<18}{'steps':>8}{'return':>18}{'frozen':>9}  seed"]
+    w = max(len(r["name"]) for r in rows) + 2  # names and circuits grow: keep the columns apart
+    c = max(18, max(len(r["size"]) for r in rows) + 2)
+    lines = [f"{'policy':<{w}}{'env':<22}{'circuit':<{c}}{'steps':>8}{'return':>18}{'frozen':>9}  seed"]
     for r in rows:
         ret = f"{r['mean_return']:.1f} ± {r['std_return']:.1f}" if r["mean_return"] is not None else "-"
         fr = f"{r['frozen_mean_return']:.1f}" if r["frozen_mean_return"] is not None else "-"
         seed = f"{r['seed']}" + (f" (median of {r['seeds_trained']})" if r["seeds_trained"] > 1 else "")
-        lines.append(f"{r['name']:<{w}}{r['env']:<22}{r['size']:<18}{r['steps'] or '-':>8}{ret:>18}{fr:>9}  {seed}")
+        lines.append(f"{r['name']:<{w}}{r['env']:<22}{r['size']:<{c}}{r['steps'] or '-':>8}{ret:>18}{fr:>9}  {seed}")
     return "\n".join(lines + [f"(deterministic episodes; folders in {POLICIES_DIR}; a policy shipped from several "
                               "seeds lists them all in its seeds.json)"])
