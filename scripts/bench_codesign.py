@@ -31,6 +31,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RETURN, TARGET_LUTS, TARGET_MHZ = 0.95, 1 / 3, 150.0
 REFERENCE_RULE = ("each LUT4 row is compared with one LUT6 row of the same task whose runs pair with its own by seed, "
@@ -224,17 +226,26 @@ def plot(rows: list[dict], path: Path, target: str) -> None:
     fmax = [r["fmax_mhz"] or 0 for r in rows]
     for ax, (task, steps) in zip(axes[0], panels):
         rs = [r for r in rows if r["task"] == task and r["train_steps"] == steps]
+        widest = max(r["luts"] for r in rs)
         for r in rs:
+            seeds = [x["frozen_return"] for x in r.get("runs", []) if x.get("frozen_return") is not None]
+            if len(seeds) >= 2:  # the spread over seeds: 25th to 75th percentile
+                lo, hi = np.percentile(seeds, [25, 75])
+                ax.errorbar(r["luts"], r["frozen"], yerr=[[r["frozen"] - lo], [hi - r["frozen"]]], fmt="none",
+                            ecolor="0.5", elinewidth=0.8, capsize=3, zorder=1)
             sc = ax.scatter(r["luts"], r["frozen"], c=[r["fmax_mhz"] or 0], cmap="viridis", vmin=min(fmax),
                             vmax=max(fmax) + 1e-9, marker="s" if r["arity"] == 6 else "o", s=70, edgecolors="k",
                             linewidths=1.5 if r.get("reference") else 0.5)
-            ax.annotate(r["config"], (r["luts"], r["frozen"]), fontsize=6, xytext=(4, 3), textcoords="offset points")
+            right = r["luts"] == widest and len(rs) > 1  # the rightmost label goes left, off the colour bar
+            ax.annotate(r["config"], (r["luts"], r["frozen"]), fontsize=6, xytext=(-4 if right else 4, 3),
+                        textcoords="offset points", ha="right" if right else "left")
         front = sorted((r for r in rs if r["pareto"]), key=lambda r: r["luts"])
         ax.plot([r["luts"] for r in front], [r["frozen"] for r in front], "k--", lw=0.8, label="Pareto frontier")
         ax.set_xscale("log")
         ax.set_xlabel(f"LUTs on {target} (synthesised core)")
         ax.set_ylabel("frozen circuit return (median over seeds)")
-        ax.set_title(f"{task}, {steps:,} steps\n(o LUT4 codesigned, s LUT6; bold edge: trained outside the sweep)",
+        ax.set_title(f"{task}, {steps:,} steps\n(o LUT4 codesigned, s LUT6; bold edge: trained outside the sweep;\n"
+                     "bars: 25th-75th percentile over seeds)",
                      fontsize=7)
         ax.margins(x=0.25, y=0.1)  # room for the labels of the outermost points
         ax.grid(alpha=0.3)

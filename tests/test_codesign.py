@@ -117,7 +117,7 @@ def test_trained_circuit_meets_its_budgets_after_freezing(tmp_path, algo):
     assert_one_line_error(run_cli("compile", str(run), "--out", str(tmp_path / "bad"), "--target", "zynq"), "--target")
 
 
-def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget():
+def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget(tmp_path):
     """scripts/bench_codesign.py: a LUT4 row is measured against the sweep's LUT6 config of the same
     width and comparator budget, else the first LUT6 row (a reference run) of the same task and
     training budget; never across budgets. Pareto flags are per training budget."""
@@ -156,3 +156,7 @@ def test_frontier_compares_each_lut4_circuit_with_a_lut6_one_of_the_same_budget(
     assert rows[2]["vs"] == "lut6-w256 (hopper-v5-dwc)" and rows[2]["return_ratio"] == pytest.approx(2900 / 3000)
     text = bench.table(rows)
     assert "300+20" in text and "distilled" in text
+    # the plot: one point per row, the seeds' interquartile range as a bar where a row has several
+    rows[1]["runs"] = [{"frozen_return": v} for v in (2800.0, 3000.0, 3300.0)]
+    bench.plot(rows, tmp_path / "frontier.png", "ecp5-25k")
+    assert (tmp_path / "frontier.png").stat().st_size > 10_000
