@@ -212,7 +212,7 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
             raise UserError(f"{path}: {what} must be a list of env ids, got {v!r}")
         return tasks
 
-    tasks = task_list(raw["tasks"], "tasks")
+    tasks = all_tasks = task_list(raw["tasks"], "tasks")  # tasks: after scale_down, a subset
     down = {}
     if scale_down:
         if raw.get("scale_down") is None:
@@ -251,7 +251,7 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
         only = opts.pop("tasks", None)  # a subset of the spec's tasks (a costly setting only where it is needed)
         if only is not None:
             only = task_list(only, f"config {name}: tasks")
-            if extra := [t for t in only if t not in task_list(raw["tasks"], "tasks")]:
+            if extra := [t for t in only if t not in all_tasks]:
                 raise UserError(f"{path}: config {name}: tasks {', '.join(extra)} not in the spec's tasks")
         if hw is False or (hw is None and hw_all is None):
             hw = None

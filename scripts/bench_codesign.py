@@ -31,8 +31,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RETURN, TARGET_LUTS, TARGET_MHZ = 0.95, 1 / 3, 150.0
 REFERENCE_RULE = ("each LUT4 row is compared with one LUT6 row of the same task whose runs pair with its own by seed, "
@@ -221,6 +219,7 @@ def plot(rows: list[dict], path: Path, target: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from dwc.stats import quartiles
     panels = list(dict.fromkeys((r["task"], r["train_steps"]) for r in rows))  # one training budget a panel
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), dpi=110, squeeze=False)
     fmax = [r["fmax_mhz"] or 0 for r in rows]
@@ -230,8 +229,8 @@ def plot(rows: list[dict], path: Path, target: str) -> None:
         for r in rs:
             seeds = [x["frozen_return"] for x in r.get("runs", []) if x.get("frozen_return") is not None]
             if len(seeds) >= 2:  # the spread over seeds: 25th to 75th percentile
-                lo, hi = np.percentile(seeds, [25, 75])
-                ax.errorbar(r["luts"], r["frozen"], yerr=[[r["frozen"] - lo], [hi - r["frozen"]]], fmt="none",
+                q = quartiles(seeds)
+                ax.errorbar(r["luts"], r["frozen"], yerr=[[r["frozen"] - q["q1"]], [q["q3"] - r["frozen"]]], fmt="none",
                             ecolor="0.5", elinewidth=0.8, capsize=3, zorder=1)
             sc = ax.scatter(r["luts"], r["frozen"], c=[r["fmax_mhz"] or 0], cmap="viridis", vmin=min(fmax),
                             vmax=max(fmax) + 1e-9, marker="s" if r["arity"] == 6 else "o", s=70, edgecolors="k",

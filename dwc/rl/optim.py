@@ -32,7 +32,7 @@ class WiringAdam(torch.optim.Adam):
                   if p.grad is not None and p.grad.is_sparse}
         if not sparse:
             loss = super().step(closure)
-            self._count_wiring_steps(sparse)
+            self._count_steps(sparse)
             return loss
         params = {id(p): p for group in self.param_groups for p in group["params"]}
         for key in sparse:  # Adam refuses sparse gradients: it steps the dense ones alone
@@ -46,10 +46,10 @@ class WiringAdam(torch.optim.Adam):
             for p in group["params"]:
                 if id(p) in sparse:
                     self._lazy_step(p, sparse[id(p)], group)
-        self._count_wiring_steps(sparse)
+        self._count_steps(sparse)
         return loss
 
-    def _count_wiring_steps(self, sparse: dict) -> None:
+    def _count_steps(self, sparse: dict) -> None:
         """Host-side counts (no device sync): Adam steps every parameter that has a gradient once."""
         for group in self.param_groups:
             for p in group["params"]:
