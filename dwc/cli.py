@@ -269,6 +269,8 @@ def _add_export(sub):
                                    "even count the lower middle one), never the best, plus OUT/seeds.json (every\n"
                                    "seed's returns and circuit figures) and, if the sweep ran its hardware stages,\n"
                                    "OUT/hardware/ (build summary, verification and synthesis reports).\n\n"
+                                   "With --all (from a sweep folder): every finished run, slim, into the sweep\n"
+                                   "folder OUT, to keep a sweep's results (in git, say) without its training state.\n\n"
                                    "With --c: write the circuit of a dwc compile output folder as one self-contained\n"
                                    "C99 header for microcontrollers and CPUs (float or fixed-point observation in,\n"
                                    "action out, bit-exact with the circuit; only <stdint.h>), check it against the\n"
@@ -277,6 +279,7 @@ def _add_export(sub):
                        epilog="examples:\n  dwc export runs/hopper-dwc --out policies/hopper-v5-dwc\n"
                               "  dwc export sweeps/five-tasks --task Ant-v5 --config dwc --out policies/ant-v5-dwc"
                               "   # its median seed\n"
+                              "  dwc export sweeps/five-tasks --all --out docs/five-tasks/sweep   # every run, slim\n"
                               "  dwc compile policies/hopper-v5-dwc --out build/hopper\n"
                               "  dwc export --c build/hopper                     # build/hopper/dwc_policy.h, "
                               "dwc_policy_act_f() etc.\n"
@@ -294,8 +297,12 @@ def _add_export(sub):
     p.add_argument("--task", help="(from a sweep) its task, e.g. Ant-v5; needed where the sweep has several")
     p.add_argument("--seed", type=int, help="(from a sweep) ship this seed instead of the median one; the shipped "
                                             "policy records all seeds' returns either way (seeds.json)")
+    p.add_argument("--all", action="store_true",
+                   help="(from a sweep) every finished run, slim, into the sweep folder --out (made, or added to): "
+                        "results, policies and hardware reports without training state, a few hundred KB a run; "
+                        "dwc report and dwc export read it like the sweep, and dwc sweep continues from a copy of it")
     p.add_argument("--c", action="store_true", help="write the compiled circuit as a C99 header instead")
-    p.add_argument("--json", action="store_true", help="with --c: print the report as JSON")
+    p.add_argument("--json", action="store_true", help="with --c or --all: print the report as JSON")
 
 
 def cmd_export(args) -> int:
@@ -306,6 +313,19 @@ def cmd_export(args) -> int:
         return 0
     if args.out is None:
         raise UserError("--out is required: the new folder for the policy (or --c for a C header)")
+    if args.all:
+        if not (args.run / "sweep.json").exists():
+            raise UserError(f"--all archives a sweep's runs; {args.run} is not a sweep folder (no sweep.json)")
+        if args.config or args.task or args.seed is not None:
+            raise UserError("--all takes every finished run: give no --config, --task or --seed with it")
+        from .policy import archive_sweep
+        r = archive_sweep(args.run, args.out)
+        if args.json:
+            print(json.dumps(r, indent=2))
+        else:
+            print(f"{args.out}: {len(r['added'])} run(s) added" + (f", {len(r['kept'])} already there" if r["kept"] else "")
+                  + f"; {r['finished']}/{r['runs']} runs finished, {r['bytes'] / 1e6:.1f} MB in all")
+        return 0
     if (args.run / "sweep.json").exists():
         if args.config is None:
             raise UserError(f"{args.run} is a sweep: give --config (and --task where it has several) to ship its "
@@ -855,6 +875,7 @@ examples:
   dwc sweep sweep.yaml --out sweeps/mine           # again: finished runs are kept, the rest resume
   dwc sweep paper --out /nfs/sweeps/paper --address auto   # the paper's protocol, on a running Ray cluster
   dwc sweep paper --scale-down                     # the same spec at its scale_down size (minutes, CPU)
+  dwc sweep paper --tasks Ant-v5 --seeds 1-2       # part of a spec now; the same folder takes the rest later
   dwc report sweeps/paper-scale-down
   dwc export sweeps/mine --task Hopper-v5 --config dwc --out policies/hopper-dwc   # ship the median seed
 
@@ -883,6 +904,13 @@ def _add_sweep(sub):
     p.add_argument("--scale-down", action="store_true",
                    help="apply the spec's scale_down section (fewer tasks, seeds and steps, smaller circuits): the "
                         "same protocol at check size, e.g. before starting the full one or in CI")
+    p.add_argument("--tasks", metavar="T1,T2", help="run only the spec's runs of these tasks now (the rest stay "
+                                                    "to do: the same command without it, or with others, later)")
+    p.add_argument("--seeds", metavar="1-2", help="run only the spec's runs of these seeds now (e.g. 1-2 or 1,3); "
+                                                  "with --tasks, both apply")
+    p.add_argument("--seeds-per-run", type=int, metavar="K",
+                   help="train K seeds of a config together in one process (over the spec's resources; the same "
+                        "runs either way)")
     p.add_argument("--address", help="a running Ray cluster (auto, HOST:PORT or ray://HOST:PORT); default: a "
                                      "local engine on this machine, or RAY_ADDRESS when set")
     p.add_argument("--cpus", type=int, help="local engine: CPUs to use (default all)")
@@ -894,8 +922,11 @@ def cmd_sweep(args) -> int:
     from .sweep import sweep
     if args.cpus is not None and args.cpus < 1:
         raise UserError(f"--cpus must be >= 1, got {args.cpus}")
+    from .seeds import parse_seeds
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    seeds = parse_seeds(args.seeds) if args.seeds else None
     state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args),
-                  scale_down=args.scale_down)
+                  scale_down=args.scale_down, tasks=tasks, seeds=seeds, seeds_per_run=args.seeds_per_run)
     runs = state["runs"].values()
     failed = [r for r in runs if r["state"] == "failed"]
     if args.json:

@@ -114,18 +114,14 @@ def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None 
     run_dir = Path(chosen["dir"])
     summary = export_policy(run_dir / "run", out)
     out = Path(out)
-    build = run_dir / "build"
     copied = []
-    if (build / "summary.json").exists():  # the sweep's compile / verify / synth of this run
-        syn = json.loads((build / "summary.json").read_text()).get("synth") or {}
-        wanted = {"summary.json": build / "summary.json", "verify_report.json": build / "circuit" / "verify_report.json"}
-        if syn.get("target"):
-            wanted["synth_report.json"] = build / "circuit" / "synth" / syn["target"] / "report.json"
+    if reports := hardware_reports(run_dir / "build"):  # the sweep's compile / verify / synth of this run
         (out / "hardware").mkdir()
-        for name, src in wanted.items():
-            if src.exists():
-                shutil.copy2(src, out / "hardware" / name)
-                copied.append(name)
+        for rel in reports:
+            name = {"summary.json": "summary.json", "circuit/verify_report.json": "verify_report.json"}.get(
+                rel, "synth_report.json")
+            shutil.copy2(run_dir / "build" / rel, out / "hardware" / name)
+            copied.append(name)
     keys = ("seed", "train_steps", "episodes", "float_return", "frozen_return", "rtl_return", "rtl_equals_frozen",
             "ir_luts", "comparators", "luts", "lut4_sites", "fmax_mhz", "latency_cycles", "target")
     record = {"sweep": str(sweep_dir.resolve()), "task": task, "config": config, "shipped_seed": chosen["seed"],
@@ -139,6 +135,63 @@ def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None 
                 median=seed is None,
                 returns=[deployed_return(r) for r in runs], deployed=record["deployed_return"], rule=rule,
                 hardware=copied, task=task, config=config, left_out=other_budget)
+
+
+def hardware_reports(build: Path) -> list[str]:
+    """The reports of a sweep run's hardware stages that exist, as paths under its build folder: the
+    build summary, the verification report and the synthesis report."""
+    build = Path(build)
+    if not (build / "summary.json").exists():
+        return []
+    syn = json.loads((build / "summary.json").read_text()).get("synth") or {}
+    wanted = ["summary.json", "circuit/verify_report.json"]
+    if syn.get("target"):
+        wanted.append(f"circuit/synth/{syn['target']}/report.json")
+    return [rel for rel in wanted if (build / rel).exists()]
+
+
+def archive_sweep(sweep_dir: Path, dest: Path) -> dict:
+    """Every finished run of a sweep, slim, into the sweep folder ``dest`` (made, or added to): per run its
+    result.json, the trained policy as :func:`export_policy` leaves it (config, actor, evaluation, metrics,
+    commands) and its hardware reports; no replay buffer, optimiser or build products, so a few hundred KB
+    a run. ``dwc report`` and ``dwc export`` read the archive as they read the sweep, and ``dwc sweep``
+    counts its runs as finished when it is copied back as a sweep folder. A run already in ``dest`` is
+    kept as it is."""
+    from .report import load_runs
+    sweep_dir, dest = Path(sweep_dir), Path(dest)
+    state, results = load_runs(sweep_dir)
+    old = json.loads((dest / "sweep.json").read_text()) if (dest / "sweep.json").exists() else None
+    if dest.exists() and any(dest.iterdir()) and old is None:
+        raise UserError(f"{dest} exists and is not a sweep folder: give a new folder or an earlier archive")
+    added, kept = [], []
+    for r in results:
+        src, rel = Path(r["dir"]), Path(r["dir"]).relative_to(sweep_dir)
+        to = dest / rel
+        if (to / "result.json").exists():
+            kept.append(r["id"])
+            continue
+        if to.exists():  # a copy that stopped half-way: done again
+            shutil.rmtree(to)
+        export_policy(src / "run", to / "run")
+        for rel_report in hardware_reports(src / "build"):
+            (to / "build" / rel_report).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / "build" / rel_report, to / "build" / rel_report)
+        if (src / "attempts.jsonl").exists():
+            shutil.copy2(src / "attempts.jsonl", to / "attempts.jsonl")
+        shutil.copy2(src / "result.json", to / "result.json")  # last: it marks the run as complete
+        added.append(r["id"])
+    runs = dict(old["runs"]) if old else {}
+    for rid, rec in state["runs"].items():
+        runs.setdefault(rid, rec)
+    for rec in runs.values():
+        rec["state"] = "finished" if (dest / rec["dir"] / "result.json").exists() else "todo"
+        rec.pop("error", None)
+    if (sweep_dir / "spec.yaml").exists() and not (dest / "spec.yaml").exists():
+        shutil.copy2(sweep_dir / "spec.yaml", dest / "spec.yaml")
+    write_json(dest / "sweep.json", {**(old or state), "out": str(dest), "runs": runs})
+    return {"out": str(dest), "added": added, "kept": kept, "runs": len(runs),
+            "finished": sum(rec["state"] == "finished" for rec in runs.values()),
+            "bytes": sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())}
 
 
 def _f(x, fmt: str = "{:.1f}") -> str:

@@ -467,18 +467,36 @@ def _start_ray(address: str | None, cpus: int | None):
     return ray, address or "local"
 
 
+def _part(spec: Spec, tasks: list[str] | None, seeds: list[int] | None) -> tuple[set[str], set[int]]:
+    """The tasks and seeds of ``spec`` to run now (--tasks/--seeds: subsets of the spec's, checked)."""
+    for given, have, what in ((tasks, spec.tasks, "tasks"), (seeds, spec.seeds, "seeds")):
+        if given is not None and (extra := [x for x in given if x not in have]):
+            raise UserError(f"--{what} {','.join(map(str, extra))}: not among the spec's {what} "
+                            f"({', '.join(map(str, have))})")
+    return set(tasks or spec.tasks), set(seeds or spec.seeds)
+
+
 def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, cpus: int | None = None,
-          progress: bool = True, log=print, scale_down: bool = False) -> dict:
+          progress: bool = True, log=print, scale_down: bool = False, tasks: list[str] | None = None,
+          seeds: list[int] | None = None, seeds_per_run: int | None = None) -> dict:
     """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state.
-    ``scale_down``: the spec with its scale_down section applied (default folder sweeps/SPEC-NAME-scale-down)."""
+    ``scale_down``: the spec with its scale_down section applied (default folder sweeps/SPEC-NAME-scale-down).
+    ``tasks``/``seeds``: run only the spec's runs of these (a part now, the rest later, into the same folder);
+    ``seeds_per_run``: over the spec's resources (where runs go, not what they compute)."""
     import shutil
 
     spec = load_spec(spec_path, scale_down=scale_down)
     spec_path = spec.path  # a shipped spec's name resolved
+    now_tasks, now_seeds = _part(spec, tasks, seeds)
+    if seeds_per_run is not None:
+        if seeds_per_run < 1:
+            raise UserError(f"--seeds-per-run must be >= 1, got {seeds_per_run}")
+        spec.resources["seeds_per_run"] = seeds_per_run
     out = Path(out) if out else Path("sweeps") / (spec_path.stem + "-scale-down" * scale_down)
     jobs = spec.jobs(out.resolve())
-    todo = [j for j in jobs if not j.finished()]
-    todo_ids = {j.id for j in todo}
+    unfinished = [j for j in jobs if not j.finished()]
+    todo = [j for j in unfinished if j.task in now_tasks and j.seed in now_seeds]
+    todo_ids = {j.id for j in unfinished}
     state = {"spec": str(spec_path), "out": str(out), "scale_down": scale_down, "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
                                                      "config": j.config, "seed": j.seed,
                                                      "state": "todo" if j.id in todo_ids else "finished"} for j in jobs}}
@@ -491,8 +509,9 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     shape = " x ".join(plural(len(xs), w) for xs, w in ((spec.tasks, "task"), (spec.configs, "config"), (spec.seeds, "seed")))
     if spec.config_tasks:
         shape += ", some configs on some tasks only"
-    log(f"{out}: {len(jobs)} runs ({shape}); "
-        f"{len(jobs) - len(todo)} finished earlier (kept), {len(todo)} to run")
+    later = len(unfinished) - len(todo)
+    log(f"{out}: {len(jobs)} runs ({shape}); {len(jobs) - len(unfinished)} finished earlier (kept), "
+        f"{len(todo)} to run" + (f" now, {later} left for later (not in --tasks/--seeds)" if later else ""))
     write_json(out / "sweep.json", state)
     if not todo:
         return state

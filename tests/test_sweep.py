@@ -23,6 +23,11 @@ SMALL = {"learning_starts": 300, "batch_size": 32, "checkpoint_every": 200, "eva
          "width": 32, "lut_inputs": 4, "hidden": 32}
 
 
+def torch_load(path: Path) -> dict:
+    import torch
+    return torch.load(path, weights_only=False)
+
+
 def write_spec(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
@@ -314,6 +319,29 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
     assert main(["eval", str(ship), "--frozen", "--episodes", "2", "--out", str(tmp_path / "e.json"), "--no-progress"]) == 0
     assert json.loads((tmp_path / "e.json").read_text())["frozen"]["returns"] == pytest.approx(r["frozen_returns"])
 
+    # the slim archive: no training state, and every reader takes it as the sweep itself
+    from dwc.policy import is_exported
+    from dwc.report import load_runs
+    arch = tmp_path / "archive"
+    assert main(["export", str(tmp_path / "s"), "--all", "--out", str(arch)]) == 0
+    assert all(is_exported(d) for d in arch.glob("runs/*/*/seed*/run"))
+    assert not list(arch.rglob("*.v")) and not (arch / "runs/InvertedPendulum-v5/dwc/seed1/run/tb").exists()
+    strip = lambda rs: sorted((dict(x, dir=None) for x in rs), key=lambda x: x["id"])
+    assert strip(load_runs(arch)[1]) == strip(load_runs(tmp_path / "s")[1])
+    ship2 = tmp_path / "ship2"
+    assert main(["export", str(arch), "--config", "dwc", "--out", str(ship2)]) == 0
+    assert (ship2 / "hardware/verify_report.json").read_bytes() == (ship / "hardware/verify_report.json").read_bytes()
+    assert torch_load(ship2 / "checkpoint.pt")["actor"].keys() == torch_load(ship / "checkpoint.pt")["actor"].keys()
+    assert main(["report", str(arch)]) == 0
+    # archiving again adds nothing; a copy of the archive is a sweep folder whose runs are all finished
+    from dwc.policy import archive_sweep
+    assert archive_sweep(tmp_path / "s", arch)["added"] == []
+    import shutil
+    from dwc.sweep import sweep
+    shutil.copytree(arch, tmp_path / "again")
+    state = sweep(spec, tmp_path / "again", progress=False, log=lambda *a: None)
+    assert {rec["state"] for rec in state["runs"].values()} == {"finished"}
+
 
 @pytest.mark.slow
 @pytest.mark.ci
@@ -401,3 +429,33 @@ def test_a_sweep_that_cannot_start_writes_nothing(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="cannot start Ray"):
         sw.sweep(spec, tmp_path / "out", progress=False, log=lambda *a: None)
     assert not (tmp_path / "out").exists()  # no spec.yaml, no sweep.json, no folder
+
+
+def test_part_of_a_spec_runs_now_and_the_rest_stays_to_do(tmp_path, monkeypatch):
+    """--tasks/--seeds pick the spec's runs to start now; the others stay in sweep.json as to do (a later
+    command runs them into the same folder), and a task or seed outside the spec is one clear error."""
+    import dwc.sweep as sw
+    from dwc.rundir import write_json
+    spec = write_spec(tmp_path / "s.yaml", "tasks: [InvertedPendulum-v5, InvertedDoublePendulum-v5]\nseeds: 2\n"
+                                           "configs: {a: {width: 8}}")
+    for j in load_spec(spec).jobs((tmp_path / "out").resolve()):
+        if j.seed == 1 and j.task == "InvertedPendulum-v5":  # as a finished run leaves it
+            write_json(j.dir / "run" / "config.json", j.cfg.to_dict())
+            write_json(j.dir / "result.json", {"hardware": None})
+    started = []
+    monkeypatch.setattr(sw, "_start_ray", lambda address, cpus: started.append(1) or (_ for _ in ()).throw(
+        AssertionError("nothing to run: no engine")))
+    said = []
+    state = sw.sweep(spec, tmp_path / "out", progress=False, log=said.append, tasks=["InvertedPendulum-v5"], seeds=[1])
+    assert not started
+    assert {k: r["state"] for k, r in state["runs"].items()} == {
+        "InvertedPendulum-v5/a/seed1": "finished", "InvertedPendulum-v5/a/seed2": "todo",
+        "InvertedDoublePendulum-v5/a/seed1": "todo", "InvertedDoublePendulum-v5/a/seed2": "todo"}
+    assert "1 finished earlier (kept), 0 to run now, 3 left for later" in said[0]
+    assert json.loads((tmp_path / "out" / "sweep.json").read_text())["runs"] == state["runs"]
+    with pytest.raises(UserError, match=r"--seeds 3: not among the spec's seeds \(1, 2\)"):
+        sw.sweep(spec, tmp_path / "out", progress=False, log=said.append, seeds=[3])
+    with pytest.raises(UserError, match="--tasks Hopper-v5: not among the spec's tasks"):
+        sw.sweep(spec, tmp_path / "out", progress=False, log=said.append, tasks=["Hopper-v5"])
+    # the same from the command line: one line, no traceback
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--seeds", "1-3"]) == 2
