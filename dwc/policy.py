@@ -160,9 +160,12 @@ def archive_sweep(sweep_dir: Path, dest: Path) -> dict:
     from .report import load_runs
     sweep_dir, dest = Path(sweep_dir), Path(dest)
     state, results = load_runs(sweep_dir)
+    if dest.exists() and not dest.is_dir():
+        raise UserError(f"{dest} is a file: --out names the archive's folder")
     old = json.loads((dest / "sweep.json").read_text()) if (dest / "sweep.json").exists() else None
     if dest.exists() and any(dest.iterdir()) and old is None:
         raise UserError(f"{dest} exists and is not a sweep folder: give a new folder or an earlier archive")
+    dest.mkdir(parents=True, exist_ok=True)
     added, kept = [], []
     for r in results:
         src, rel = Path(r["dir"]), Path(r["dir"]).relative_to(sweep_dir)

@@ -3,6 +3,7 @@ aggregation, and a real sweep on a local Ray engine with a worker killed mid-run
 stopped and restarted."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -336,7 +337,6 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
     # archiving again adds nothing; a copy of the archive is a sweep folder whose runs are all finished
     from dwc.policy import archive_sweep
     assert archive_sweep(tmp_path / "s", arch)["added"] == []
-    import shutil
     from dwc.sweep import sweep
     shutil.copytree(arch, tmp_path / "again")
     state = sweep(spec, tmp_path / "again", progress=False, log=lambda *a: None)
@@ -459,3 +459,8 @@ def test_part_of_a_spec_runs_now_and_the_rest_stays_to_do(tmp_path, monkeypatch)
         sw.sweep(spec, tmp_path / "out", progress=False, log=said.append, tasks=["Hopper-v5"])
     # the same from the command line: one line, no traceback
     assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--seeds", "1-3"]) == 2
+    # an archive of a sweep none of whose runs finished is a sweep folder with every run to do
+    shutil.rmtree(tmp_path / "out" / "runs")
+    assert main(["export", str(tmp_path / "out"), "--all", "--out", str(tmp_path / "arch")]) == 0
+    assert {r["state"] for r in json.loads((tmp_path / "arch" / "sweep.json").read_text())["runs"].values()} == {"todo"}
+    assert main(["export", str(tmp_path / "out"), "--all", "--out", str(tmp_path / "s.yaml")]) == 2  # not a folder
