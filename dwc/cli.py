@@ -907,7 +907,9 @@ def _add_sweep(sub):
     p.add_argument("--tasks", metavar="T1,T2", help="run only the spec's runs of these tasks now (the rest stay "
                                                     "to do: the same command without it, or with others, later)")
     p.add_argument("--seeds", metavar="1-2", help="run only the spec's runs of these seeds now (e.g. 1-2 or 1,3); "
-                                                  "with --tasks, both apply")
+                                                  "with --tasks or --configs, all apply")
+    p.add_argument("--configs", metavar="C1,C2", help="run only the spec's runs of these configs now (as the spec "
+                                                     "names them, expanded: e.g. dwc-width256)")
     p.add_argument("--seeds-per-run", type=int, metavar="K",
                    help="train K seeds of a config together in one process (over the spec's resources; the same "
                         "runs either way)")
@@ -925,8 +927,10 @@ def cmd_sweep(args) -> int:
     from .seeds import parse_seeds
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     seeds = parse_seeds(args.seeds) if args.seeds else None
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
     state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args),
-                  scale_down=args.scale_down, tasks=tasks, seeds=seeds, seeds_per_run=args.seeds_per_run)
+                  scale_down=args.scale_down, tasks=tasks, seeds=seeds, seeds_per_run=args.seeds_per_run,
+                  configs=configs)
     runs = state["runs"].values()
     failed = [r for r in runs if r["state"] == "failed"]
     if args.json:

@@ -467,27 +467,31 @@ def _start_ray(address: str | None, cpus: int | None):
     return ray, address or "local"
 
 
-def _part(spec: Spec, tasks: list[str] | None, seeds: list[int] | None) -> tuple[set[str], set[int]]:
-    """The tasks and seeds of ``spec`` to run now (--tasks/--seeds: subsets of the spec's, checked)."""
-    for given, have, what in ((tasks, spec.tasks, "tasks"), (seeds, spec.seeds, "seeds")):
+def _part(spec: Spec, tasks: list[str] | None, seeds: list[int] | None,
+          configs: list[str] | None = None) -> tuple[set[str], set[int], set[str]]:
+    """The tasks, seeds and configs of ``spec`` to run now (--tasks/--seeds/--configs: subsets of the
+    spec's, checked)."""
+    for given, have, what in ((tasks, spec.tasks, "tasks"), (seeds, spec.seeds, "seeds"),
+                              (configs, list(spec.configs), "configs")):
         if given is not None and (extra := [x for x in given if x not in have]):
             raise UserError(f"--{what} {','.join(map(str, extra))}: not among the spec's {what} "
                             f"({', '.join(map(str, have))})")
-    return set(tasks or spec.tasks), set(seeds or spec.seeds)
+    return set(tasks or spec.tasks), set(seeds or spec.seeds), set(configs or spec.configs)
 
 
 def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, cpus: int | None = None,
           progress: bool = True, log=print, scale_down: bool = False, tasks: list[str] | None = None,
-          seeds: list[int] | None = None, seeds_per_run: int | None = None) -> dict:
+          seeds: list[int] | None = None, seeds_per_run: int | None = None, configs: list[str] | None = None) -> dict:
     """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state.
     ``scale_down``: the spec with its scale_down section applied (default folder sweeps/SPEC-NAME-scale-down).
-    ``tasks``/``seeds``: run only the spec's runs of these (a part now, the rest later, into the same folder);
+    ``tasks``/``seeds``/``configs``: run only the spec's runs of these (a part now, the rest later, into the
+    same folder);
     ``seeds_per_run``: over the spec's resources (where runs go, not what they compute)."""
     import shutil
 
     spec = load_spec(spec_path, scale_down=scale_down)
     spec_path = spec.path  # a shipped spec's name resolved
-    now_tasks, now_seeds = _part(spec, tasks, seeds)
+    now_tasks, now_seeds, now_configs = _part(spec, tasks, seeds, configs)
     if seeds_per_run is not None:
         if seeds_per_run < 1:
             raise UserError(f"--seeds-per-run must be >= 1, got {seeds_per_run}")
@@ -495,7 +499,7 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     out = Path(out) if out else Path("sweeps") / (spec_path.stem + "-scale-down" * scale_down)
     jobs = spec.jobs(out.resolve())
     unfinished = [j for j in jobs if not j.finished()]
-    todo = [j for j in unfinished if j.task in now_tasks and j.seed in now_seeds]
+    todo = [j for j in unfinished if j.task in now_tasks and j.seed in now_seeds and j.config in now_configs]
     todo_ids = {j.id for j in unfinished}
     state = {"spec": str(spec_path), "out": str(out), "scale_down": scale_down, "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
                                                      "config": j.config, "seed": j.seed,
@@ -511,7 +515,7 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
         shape += ", some configs on some tasks only"
     later = len(unfinished) - len(todo)
     log(f"{out}: {len(jobs)} runs ({shape}); {len(jobs) - len(unfinished)} finished earlier (kept), "
-        f"{len(todo)} to run" + (f" now, {later} left for later (not in --tasks/--seeds)" if later else ""))
+        f"{len(todo)} to run" + (f" now, {later} left for later (not in --tasks/--seeds/--configs)" if later else ""))
     write_json(out / "sweep.json", state)
     if not todo:
         return state

@@ -460,6 +460,11 @@ def test_part_of_a_spec_runs_now_and_the_rest_stays_to_do(tmp_path, monkeypatch)
     # the same from the command line: one line, no traceback
     assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--seeds", "1-3"]) == 2
     assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--seeds-per-run", "0"]) == 2
+    with pytest.raises(UserError, match=r"--configs b: not among the spec's configs \(a\)"):
+        sw.sweep(spec, tmp_path / "out", progress=False, log=said.append, configs=["b"])
+    state = sw.sweep(spec, tmp_path / "out", progress=False, log=said.append, configs=["a"], seeds=[1],
+                     tasks=["InvertedPendulum-v5"])
+    assert not started and "0 to run now, 3 left for later" in said[-1]
     # an archive of a sweep none of whose runs finished is a sweep folder with every run to do
     shutil.rmtree(tmp_path / "out" / "runs")
     assert main(["export", str(tmp_path / "out"), "--all", "--out", str(tmp_path / "arch")]) == 0
