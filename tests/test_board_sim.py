@@ -34,27 +34,33 @@ class BoardSim:
     def __init__(self, build: Path, *args: str, start_s: float = 600):
         self.proc = subprocess.Popen([sys.executable, "-m", "dwc", "board-sim", str(build), "--listen", "127.0.0.1:0",
                                       *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines, self.url = [], None
+        # stderr drained from the start: a full pipe (a first Verilator build's output, warnings) would block
+        # the board-sim process, before it listens or when it should exit on Ctrl-C
+        self.lines, self.errors, self.url = [], [], None
+        self.readers = [threading.Thread(target=self._read, args=(self.proc.stderr, self.errors), daemon=True)]
+        self.readers[0].start()
         deadline = time.monotonic() + start_s  # the first Verilator build of the board top
         while self.url is None:
             line = self.proc.stdout.readline()
-            assert line and time.monotonic() < deadline, f"no start: {self.lines} {self.proc.stderr.read()}"
+            assert line and time.monotonic() < deadline, f"no start: {self.lines} {self.errors}"
             self.lines.append(line.rstrip("\n"))
             found = re.search(r"listening on (socket://[\d.]+:\d+)", line)
             self.url = found and found.group(1)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        self.readers.append(threading.Thread(target=self._read, args=(self.proc.stdout, self.lines), daemon=True))
+        self.readers[1].start()
 
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+    @staticmethod
+    def _read(stream, into: list):
+        for line in stream:
+            into.append(line.rstrip("\n"))
 
     def stop(self) -> tuple[int, str]:
         """Ctrl-C; the exit code and stderr."""
         self.proc.send_signal(signal.SIGINT)
         code = self.proc.wait(timeout=60)
-        self.reader.join(timeout=10)
-        return code, self.proc.stderr.read()
+        for r in self.readers:
+            r.join(timeout=10)
+        return code, "\n".join(self.errors)
 
 
 def hil(build, url, *args) -> tuple[int, dict]:
