@@ -75,6 +75,9 @@ PARTS = [("dwc.models.lut:_LutLookup", "forward", "LUT lookup forward"),
          ("dwc.models.lut:_LearnableWiring", "forward", "wiring forward (argmax select)"),
          ("dwc.models.lut:_LearnableWiring", "backward", "wiring backward"),
          ("dwc.models.lut:LUTLayer", "sparse_score_grad", " sampled score gradient (sparse)"),
+         ("dwc.models.lut:_SparseWiredLookup", "forward", "wiring + LUT forward (native)"),
+         ("dwc.models.lut:_SparseWiredLookup", "backward", "wiring + LUT backward (native)"),
+         ("dwc.models.native:", "lut_wiring_backward", " the kernel"),
          ("dwc.models.lut:LUTLayer", "soft_wiring", " softmax over the support"),
          ("dwc.models.lut:LUTLayer", "_band", "band read or full search"),
          ("dwc.models.lut:LUTLayer", "lookup_bits", "no-grad lookups (target actions)"),
@@ -98,8 +101,8 @@ def time_parts(bench: "Bench", updates: int) -> dict:
         return call
     for where, attr, label in PARTS:
         module, _, name = where.partition(":")
-        obj = getattr(importlib.import_module(module), name)
-        raw = obj.__dict__[attr]
+        obj = getattr(importlib.import_module(module), name) if name else importlib.import_module(module)
+        raw = obj.__dict__[attr]  # a module's function, or a class's method
         saved.append((obj, attr, raw))
         fn = raw.__func__ if isinstance(raw, staticmethod) else raw
         setattr(obj, attr, staticmethod(timed(fn, label)) if isinstance(raw, staticmethod) else timed(fn, label))

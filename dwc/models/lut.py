@@ -154,6 +154,19 @@ def first_max_among(rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor
     return first.scatter_reduce_(0, cols[best], rows[best], "amin")
 
 
+def _lookup(sel: torch.Tensor, tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Feature-major LUT lookup: the selected bits (L*n, B) in {0,1} -> (output bits (L, B), addresses (L, B) int64)."""
+    luts, size = tables.shape
+    n = size.bit_length() - 1
+    bits = sel.view(luts, n, sel.shape[1])
+    addr = bits[:, 0].clone()
+    for k in range(1, n):
+        addr.add_(bits[:, k], alpha=float(1 << k))
+    addr = addr.to(torch.int64)
+    out = torch.gt(torch.gather(tables, 1, addr), 0, out=sel.new_empty(addr.shape))  # no bool detour: ~10x faster on CPU
+    return out, addr
+
+
 class _LutLookup(torch.autograd.Function):
     """Feature-major: bits (L*n, B) in {0,1}, tables (L, 2^n) -> bits (L, B); ``efd`` is
     :func:`efd_matrix` with its columns ordered by input bit, then address (:func:`efd_by_bit`), so the
@@ -165,14 +178,7 @@ class _LutLookup(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, sel: torch.Tensor, tables: torch.Tensor, efd: torch.Tensor):
-        luts, size = tables.shape
-        n = size.bit_length() - 1
-        bits = sel.view(luts, n, sel.shape[1])
-        addr = bits[:, 0].clone()
-        for k in range(1, n):
-            addr.add_(bits[:, k], alpha=float(1 << k))
-        addr = addr.to(torch.int64)
-        out = torch.gt(torch.gather(tables, 1, addr), 0, out=sel.new_empty(addr.shape))  # no bool detour: ~10x faster on CPU
+        out, addr = _lookup(sel, tables)
         ctx.save_for_backward(addr, tables, efd)
         return out
 
@@ -261,6 +267,55 @@ class _LearnableWiring(torch.autograd.Function):
         return grad_x, grad_w, None, None
 
 
+class _SparseWiredLookup(torch.autograd.Function):
+    """The learnable wiring and the LUT lookup of a layer with a sparse wiring update, as one step
+    whose backward is the native kernel of :mod:`dwc.models.native`: x (I, B) -> bits (L, B), with
+    the same forward as :class:`_LearnableWiring` then :class:`_LutLookup` and the same gradients
+    (to float32 rounding). A dense refresh step (``--wiring-refresh``) takes the kernel's gradient at
+    the selected bits and then the dense score gradient."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weights: torch.Tensor, tables: torch.Tensor, idx: torch.Tensor, layer: "LUTLayer"):
+        from . import native
+
+        x = x.contiguous()
+        out, addr = native.lut_forward(x, idx, tables.detach())
+        ctx.save_for_backward(x, addr, tables)
+        ctx.layer = layer
+        return out
+
+    @staticmethod
+    def backward(ctx, gout: torch.Tensor):
+        from . import native
+
+        x, addr, tables = ctx.saved_tensors
+        layer = ctx.layer
+        need_x, need_w, need_t = ctx.needs_input_grad[:3]
+        luts, size = tables.shape
+        surface = (tables @ layer.efd_by_address).view(luts, size, layer.n)  # EFD by address, then input bit
+        grad_t = torch.zeros_like(tables) if need_t else None
+        grad_x = torch.zeros_like(x) if need_x else None
+        dense = need_w and layer.dense_step_due()
+        if need_w and not dense:
+            src, slot, _ = layer._support()
+            src_by_slot, slot_ptr, pos = layer._support_by_slot()
+            soft = layer.soft_wiring().values()[pos] if need_x else None
+            values = native.lut_wiring_backward(surface, addr, gout.contiguous(), x, src_by_slot, slot_ptr, pos, soft,
+                                                grad_x=grad_x, grad_tables=grad_t)
+            grad_w = torch.sparse_coo_tensor(torch.stack([src, slot]), values, layer.wiring_weights.shape,
+                                             is_coalesced=True, check_invariants=False)
+            return grad_x, grad_w, grad_t, None, None
+        # a dense step, or no score gradient: the gradient at the selected bits, then PyTorch's products
+        nothing = torch.zeros(1, dtype=torch.int64)
+        g = torch.empty(luts * layer.n, x.shape[1], dtype=x.dtype)
+        native.lut_wiring_backward(surface, addr, gout.contiguous(), x, nothing[:0], nothing.expand(luts * layer.n + 1).contiguous(),
+                                   nothing[:0], None, g=g, grad_tables=grad_t)
+        grad_w = wiring_score_grad(g, x, layer.thermometer_bits, layer.grad_dtype) if need_w else None
+        if need_x:
+            grad_x = layer.soft_wiring() @ g
+        return grad_x, grad_w, grad_t, None, None
+
+
 def balanced_random_wiring(in_features: int, slots: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """Each source used as evenly as possible: concatenated random permutations, cut to ``slots``."""
     reps = math.ceil(slots / in_features)
@@ -320,9 +375,11 @@ class LUTLayer(nn.Module):
         else:
             self.register_buffer("fixed_wiring", balanced_random_wiring(in_features, slots))
         self.register_buffer("efd", efd_by_bit(n), persistent=False)
+        self.register_buffer("efd_by_address", efd_matrix(n), persistent=False)  # the native backward's order
         self._cache: dict = {}
         self.graph_safe = False
         self.grad_dtype = torch.float32  # of the wiring-score gradient (see wiring_score_grad)
+        self.native = True  # the native sparse backward where it applies (see _native_backward)
 
     def prepare_cuda_graphs(self) -> bool:
         """No host syncs from here on: no wiring cache (a replayed graph changes the weights without
@@ -461,6 +518,26 @@ class LUTLayer(nn.Module):
             return src, slot, torch.cat([rows.new_zeros(1), rows])
         return self._cached("support", compute)
 
+    def _support_by_slot(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The support ordered by slot, as the native backward reads it: (sources, slot pointers
+        (slots + 1), each entry's position in the row-major order of :meth:`_support`)."""
+        from . import native
+
+        def compute():
+            src, slot, _ = self._support()
+            return native.order_by_slot(src.contiguous(), slot.contiguous(), self.out_features * self.n)
+        return self._cached("by_slot", compute)
+
+    def _native_backward(self, x: torch.Tensor) -> bool:
+        """Whether this forward takes the native sparse backward (:class:`_SparseWiredLookup`): a learnable
+        wiring with the sparse update and the sparse softmax, trained on the CPU in float32, where
+        the kernels compiled (``self.native = False`` turns it off)."""
+        from . import native
+
+        return (self.native and self.wiring == "learnable" and self.wiring_optim == "sparse" and self.sparse_softmax
+                and self.n <= 8 and torch.is_grad_enabled() and self.wiring_weights.requires_grad
+                and native.usable(x, self.tables))
+
     def _support_csr(self, values: torch.Tensor) -> torch.Tensor:
         """A sparse CSR (sources, slots) matrix with ``values`` on the support."""
         _, slot, crow = self._support()
@@ -505,6 +582,8 @@ class LUTLayer(nn.Module):
 
     def forward_fm(self, x: torch.Tensor) -> torch.Tensor:
         """Feature-major forward: bits (in_features, batch) -> bits (out_features, batch)."""
+        if self._native_backward(x):
+            return _SparseWiredLookup.apply(x, self.wiring_weights, self.tables, self._argmax(), self)
         if self.wiring == "learnable":
             sel = _LearnableWiring.apply(x, self.wiring_weights, self._argmax(), self)
         else:

@@ -1,0 +1,204 @@
+/* CPU kernels for a learnable LUT layer's sparse wiring update (dwc/models/native.py compiles this
+ * with the system C compiler on first use; dwc/models/lut.py falls back to plain PyTorch without it).
+ *
+ * Why: with --wiring-optim sparse a wiring score has a gradient only on the few candidates near
+ * each input's best one. PyTorch computes that in separate passes (the EFD gradient of every
+ * selected bit as a (slots x batch) matrix, then a sampled product that reads a batch row of it
+ * for every candidate, then a sparse product for the layer's input), each a full sweep through
+ * memory. Taken one input slot at a time, the slot's gradient row stays in L1 while every
+ * candidate of that slot and the input's gradient read it: one pass instead of three.
+ * All arrays are contiguous, row-major, float32 / int64.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LANES 16 /* independent partial sums: the compiler vectorises them, and the order is fixed */
+
+static float sum(const float *a, int64_t n)
+{
+    float acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            acc[j] += a[i + j];
+    float s = 0.0f;
+    for (int j = 0; j < LANES; j++)
+        s += acc[j];
+    for (; i < n; i++)
+        s += a[i];
+    return s;
+}
+
+/* sum of a[i] over the i with x[i] = 1 (x in {0, 1}): a dot product with a row of bits. DOT_LANES
+ * partial sums: four vectors of independent add chains keep the adder busy */
+#ifndef DOT_LANES
+#define DOT_LANES 16
+#endif
+static float masked_sum(const float *x, const float *a, int64_t n)
+{
+    float acc[DOT_LANES] = {0};
+    int64_t i = 0;
+    for (; i + DOT_LANES <= n; i += DOT_LANES)
+        for (int j = 0; j < DOT_LANES; j++)
+            acc[j] += x[i + j] * a[i + j];
+    float s = 0.0f;
+    for (int j = 0; j < DOT_LANES; j++)
+        s += acc[j];
+    for (; i < n; i++)
+        s += x[i] * a[i];
+    return s;
+}
+
+/* Each kernel is written once for an input count n and instantiated for n = 1..8 (the switch at its
+ * end): with n a constant the compiler unrolls the loops over a LUT's inputs and vectorises the
+ * loops over the batch, ~10x faster than with n a variable. */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define FOR_EACH_N(CALL) \
+    switch (n) { \
+    case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; case 4: CALL(4); break; \
+    case 5: CALL(5); break; case 6: CALL(6); break; case 7: CALL(7); break; case 8: CALL(8); break; \
+    default: return 2; \
+    }
+
+/* The forward of one layer: LUT l reads bits x[idx[l * n + k], :] (x in {0, 1}, sources x batch) at
+ * its input k; its address over the batch goes to addr[l, :] (uint8: n <= 8) and its output bit
+ * (1.0 where tables[l, address] > 0) to out[l, :]. */
+ALWAYS_INLINE void forward_n(const int64_t n, int64_t luts, int64_t batch, const float *restrict x,
+                             const int64_t *restrict idx, const float *restrict tables, float *restrict out,
+                             uint8_t *restrict addr)
+{
+    const int64_t size = (int64_t)1 << n;
+    for (int64_t l = 0; l < luts; l++) {
+        const float *in[8];
+        for (int64_t k = 0; k < n; k++)
+            in[k] = x + idx[l * n + k] * batch;
+        uint8_t truth[256]; /* the table's output at every address; up to 6 inputs also as one word */
+        uint64_t word = 0;
+        for (int64_t i = 0; i < size; i++) {
+            truth[i] = tables[l * size + i] > 0.0f;
+            word |= (uint64_t)truth[i] << (i & 63);
+        }
+        uint8_t *a = addr + l * batch;
+        float *o = out + l * batch;
+        for (int64_t b = 0; b < batch; b++) {
+            uint32_t v = 0;
+            for (int64_t k = 0; k < n; k++)
+                v |= (uint32_t)(in[k][b] > 0.5f) << k;
+            a[b] = (uint8_t)v;
+            o[b] = n <= 6 ? (float)((word >> v) & 1) : truth[v]; /* a shift vectorises, a table read does not */
+        }
+    }
+}
+
+int lut_forward(int64_t luts, int64_t n, int64_t batch, const float *x, const int64_t *idx, const float *tables,
+                float *out, uint8_t *addr)
+{
+#define FORWARD(N) forward_n(N, luts, batch, x, idx, tables, out, addr)
+    FOR_EACH_N(FORWARD)
+    return 0;
+}
+
+/* The backward of one layer: input slot s = l * n + k reads bit src of x (sources x batch) into
+ * input k of LUT l, whose address over the batch is addr[l, :]; gout (luts x batch) is the
+ * gradient at the LUTs' outputs and surface (luts x 2^n x n) the EFD derivative of LUT l's output
+ * by its input k at every address. For every LUT l, and every slot s of it in order:
+ *   g_s[b]              = surface[l, addr[l, b], k] * gout[l, b]      the gradient at the selected bit
+ *   grad_w[pos[e]]      = sum over b of (2 x[src[e], b] - 1) g_s[b]  for the slot's candidates e
+ *                                                                     (slot_ptr[s] <= e < slot_ptr[s + 1])
+ *   grad_x[src[e], b]  += soft[e] * g_s[b]                            if grad_x (zeroed by the caller)
+ *   g[s, b]             = g_s[b]                                      if g
+ * and grad_tables[l, addr[l, b]] += gout[l, b] (straight-through) if grad_tables (zeroed). */
+enum { SPLIT = 4 }; /* partial tables for the straight-through sums: no chain of adds to one entry */
+
+ALWAYS_INLINE void backward_n(const int64_t n, int64_t luts, int64_t batch, const float *surface,
+                              const uint8_t *addr, const float *gout, const float *x, const int64_t *src,
+                              const int64_t *slot_ptr, const int64_t *pos, const float *soft, float *grad_w,
+                              float *grad_x, float *g, float *grad_tables, float *rows, float *part)
+{
+    const int64_t size = (int64_t)1 << n;
+    for (int64_t l = 0; l < luts; l++) {
+        const uint8_t *a = addr + l * batch;
+        const float *go = gout + l * batch;
+        const float *surf = surface + l * size * n;
+        for (int64_t b = 0; b < batch; b++) { /* one address read serves the LUT's n inputs */
+            const float *at = surf + a[b] * n;
+            for (int64_t k = 0; k < n; k++)
+                rows[k * batch + b] = at[k] * go[b];
+        }
+        if (grad_tables) {
+            memset(part, 0, sizeof(float) * (size_t)(SPLIT * size));
+            int64_t b = 0;
+            for (; b + SPLIT <= batch; b += SPLIT)
+                for (int j = 0; j < SPLIT; j++)
+                    part[j * size + a[b + j]] += go[b + j];
+            for (; b < batch; b++)
+                part[a[b]] += go[b];
+            float *t = grad_tables + l * size;
+            for (int64_t i = 0; i < size; i++)
+                for (int j = 0; j < SPLIT; j++)
+                    t[i] += part[j * size + i];
+        }
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t s = l * n + k;
+            const float *row = rows + k * batch;
+            if (g)
+                memcpy(g + s * batch, row, sizeof(float) * (size_t)batch);
+            if (slot_ptr[s] == slot_ptr[s + 1])
+                continue;
+            const float total = sum(row, batch);
+            for (int64_t e = slot_ptr[s]; e < slot_ptr[s + 1]; e++) {
+                const float *xs = x + src[e] * batch;
+                grad_w[pos[e]] = 2.0f * masked_sum(xs, row, batch) - total; /* x in {0, 1} */
+                if (grad_x) {
+                    float *gx = grad_x + src[e] * batch;
+                    const float w = soft[e];
+                    for (int64_t b = 0; b < batch; b++)
+                        gx[b] += w * row[b];
+                }
+            }
+        }
+    }
+}
+
+int lut_wiring_backward(int64_t luts, int64_t n, int64_t batch, int64_t sources, const float *surface,
+                        const uint8_t *addr, const float *gout, const float *x, const int64_t *src,
+                        const int64_t *slot_ptr, const int64_t *pos, const float *soft, float *grad_w, float *grad_x,
+                        float *g, float *grad_tables)
+{
+    float *rows = malloc(sizeof(float) * (size_t)(8 * batch));
+    float *part = malloc(sizeof(float) * SPLIT * 256);
+    if (!rows || !part) {
+        free(rows);
+        free(part);
+        return 1;
+    }
+
+#define BACKWARD(N) backward_n(N, luts, batch, surface, addr, gout, x, src, slot_ptr, pos, soft, grad_w, grad_x, g, \
+                               grad_tables, rows, part)
+    FOR_EACH_N(BACKWARD)
+    free(rows);
+    free(part);
+    return 0;
+}
+
+/* The support's entries (sources src, slots slot; E of them, in row-major order) ordered by slot, by a
+ * stable counting sort: slot_ptr (slots + 1) the first entry of each slot, pos[e] the row-major index
+ * of the e-th entry in slot order, src_by_slot[e] its source. */
+void order_by_slot(int64_t entries, int64_t slots, const int64_t *src, const int64_t *slot, int64_t *slot_ptr,
+                   int64_t *pos, int64_t *src_by_slot)
+{
+    memset(slot_ptr, 0, sizeof(int64_t) * (size_t)(slots + 1));
+    for (int64_t e = 0; e < entries; e++)
+        slot_ptr[slot[e] + 1]++;
+    for (int64_t s = 0; s < slots; s++)
+        slot_ptr[s + 1] += slot_ptr[s];
+    for (int64_t e = 0; e < entries; e++) {
+        const int64_t at = slot_ptr[slot[e]]++;
+        pos[at] = e;
+        src_by_slot[at] = src[e];
+    }
+    for (int64_t s = slots; s > 0; s--) /* back from each slot's end to its start */
+        slot_ptr[s] = slot_ptr[s - 1];
+    slot_ptr[0] = 0;
+}

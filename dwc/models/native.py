@@ -1,0 +1,123 @@
+"""The CPU kernels of ``lut_native.c``, compiled with the system C compiler on first use.
+
+The compiled library is cached under ``$XDG_CACHE_HOME/dwc/native`` (default ``~/.cache``), keyed by
+the source, the compiler and this CPU's features (it is built with ``-march=native``), and written
+atomically, so parallel training runs share one build. Without a C compiler, or with
+``DWC_NATIVE=0``, :func:`library` is None and the LUT layers use their plain PyTorch code, which
+computes the same gradients (to float32 rounding: the kernels sum in another order).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("lut_native.c")
+FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-std=c99"]
+
+
+def _compiler() -> str | None:
+    return next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
+
+
+def _cpu_features() -> str:
+    """What -march=native depends on: a library built for one CPU must not load on another."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line for line in f if line.startswith(("flags", "Features"))), "") + platform.machine()
+    except OSError:
+        return platform.processor() + platform.machine()
+
+
+def _build(cc: str, so: Path) -> None:
+    so.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=so.parent) as tmp:
+        out = Path(tmp) / so.name
+        res = subprocess.run([cc, *FLAGS, "-o", str(out), str(SOURCE)], capture_output=True, text=True)
+        if res.returncode:
+            raise RuntimeError(f"{cc} failed on {SOURCE.name}: {res.stderr.strip()[:2000]}")
+        os.replace(out, so)  # atomic: another process sees the old file or the whole new one
+
+
+@lru_cache(maxsize=None)
+def library() -> ctypes.CDLL | None:
+    """The compiled kernels, or None (disabled, no compiler, or the build failed: a warning says why)."""
+    if os.environ.get("DWC_NATIVE", "1") == "0":
+        return None
+    cc = _compiler()
+    if cc is None:
+        return None
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), cc, *FLAGS, _cpu_features()]).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dwc" / "native"
+    so = cache / f"lut_native-{key}.so"
+    try:
+        if not so.exists():
+            _build(cc, so)
+        lib = ctypes.CDLL(str(so))
+    except (OSError, RuntimeError) as e:
+        warnings.warn(f"dwc: native LUT kernels unavailable, using PyTorch's ({e})", RuntimeWarning, stacklevel=2)
+        return None
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.lut_wiring_backward.restype = ctypes.c_int
+    lib.lut_wiring_backward.argtypes = [i64, i64, i64, i64] + [ptr] * 12
+    lib.order_by_slot.restype = None
+    lib.order_by_slot.argtypes = [i64, i64] + [ptr] * 5
+    lib.lut_forward.restype = ctypes.c_int
+    lib.lut_forward.argtypes = [i64, i64, i64] + [ptr] * 5
+    return lib
+
+
+def usable(*tensors: torch.Tensor) -> bool:
+    """Whether the kernels take these tensors: on the CPU, float32, and compiled here."""
+    return (all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
+            and library() is not None)
+
+
+def _ptr(t: torch.Tensor | None) -> int | None:
+    if t is None:
+        return None
+    if not t.is_contiguous():
+        raise ValueError("native kernels take contiguous tensors")
+    return t.data_ptr()
+
+
+def order_by_slot(src: torch.Tensor, slot: torch.Tensor, slots: int) -> tuple[torch.Tensor, ...]:
+    """See ``order_by_slot`` in lut_native.c: (sources in slot order, slot pointers, row-major positions)."""
+    slot_ptr = torch.empty(slots + 1, dtype=torch.int64)
+    pos, src_by_slot = torch.empty_like(src), torch.empty_like(src)
+    library().order_by_slot(len(src), slots, *map(_ptr, (src, slot, slot_ptr, pos, src_by_slot)))
+    return src_by_slot, slot_ptr, pos
+
+
+def lut_forward(x: torch.Tensor, idx: torch.Tensor, tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """See ``lut_forward`` in lut_native.c: (output bits (luts, batch) float32, addresses (luts, batch) uint8)."""
+    luts, size = tables.shape
+    batch = x.shape[1]
+    out = torch.empty(luts, batch, dtype=torch.float32)
+    addr = torch.empty(luts, batch, dtype=torch.uint8)
+    if library().lut_forward(luts, size.bit_length() - 1, batch, *map(_ptr, (x, idx, tables, out, addr))):
+        raise ValueError(f"native LUT kernels take 1 to 8 inputs per LUT, not {size.bit_length() - 1}")
+    return out, addr
+
+
+def lut_wiring_backward(surface, addr, gout, x, src, slot_ptr, pos, soft, grad_x=None, g=None, grad_tables=None):
+    """See ``lut_wiring_backward`` in lut_native.c: returns the wiring scores' gradient on the support
+    (float32, ordered by ``pos``); fills ``grad_x``, ``g`` and ``grad_tables`` where given (zeroed
+    ones for the sums)."""
+    luts, _, n = surface.shape
+    batch = addr.shape[1]
+    grad_w = torch.empty(len(src), dtype=torch.float32)
+    args = (surface, addr, gout, x, src, slot_ptr, pos, soft if grad_x is not None else None, grad_w, grad_x, g,
+            grad_tables)
+    if library().lut_wiring_backward(luts, n, batch, x.shape[0], *map(_ptr, args)):
+        raise MemoryError("lut_wiring_backward: out of memory, or not 1 to 8 inputs per LUT")
+    return grad_w
