@@ -102,6 +102,7 @@ def test_the_lazy_step_is_adams_step_on_the_entries_with_a_gradient():
     sparse, dense = _layers()
     x = _bits(300, 64)
     lazy = WiringAdam(sparse.parameters(), lr=3e-4, eps=1e-5, fused=True)
+    lazy.native = False  # PyTorch's Adam on the gathered entries (the native kernel: the test below)
     adam = torch.optim.Adam(dense.parameters(), lr=3e-4, eps=1e-5, fused=True)
     before = sparse.wiring_weights.detach().clone()
     for step in range(3):
@@ -132,6 +133,35 @@ def test_the_lazy_step_is_adams_step_on_the_entries_with_a_gradient():
     moved = sparse.wiring_weights.detach() != before
     on_support = torch.zeros_like(moved).index_put_(tuple(support), torch.tensor(True))
     assert moved.any() and not (moved & ~on_support).any()
+
+
+@pytest.mark.parametrize("weight_decay, decoupled, maximize", [(0.0, False, False), (0.1, False, True), (0.1, True, False)])
+def test_the_native_lazy_step_is_pytorchs(weight_decay, decoupled, maximize):
+    """WiringAdam's lazy step by the compiled kernel against the same step by PyTorch's Adam on the
+    gathered entries: the same parameters and moments to float32 rounding, over steps whose supports
+    differ; every other entry untouched."""
+    torch.manual_seed(0)
+    w = torch.randn(50, 40)
+    params = [torch.nn.Parameter(w.clone()) for _ in range(2)]
+    opts = [WiringAdam([p], lr=1e-2, eps=1e-5, fused=True, weight_decay=weight_decay,
+                       decoupled_weight_decay=decoupled, maximize=maximize) for p in params]
+    opts[1].native = False
+    for step in range(5):
+        g = torch.Generator().manual_seed(step)
+        idx = torch.nonzero(torch.rand(50, 40, generator=g) < 0.2).t()
+        values = torch.randn(idx.shape[1], generator=g)
+        for p, opt in zip(params, opts):
+            p.grad = torch.sparse_coo_tensor(idx, values, p.shape, check_invariants=True).coalesce()
+            opt.step()
+        torch.testing.assert_close(params[0], params[1], rtol=1e-6, atol=1e-7)
+        for k in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(opts[0].state[params[0]][k], opts[1].state[params[1]][k], rtol=1e-6, atol=1e-8)
+        assert int(opts[0].state[params[0]]["step"]) == int(opts[1].state[params[1]]["step"]) == step + 1
+    never = torch.ones(50, 40, dtype=torch.bool)
+    for step in range(5):
+        g = torch.Generator().manual_seed(step)
+        never &= ~(torch.rand(50, 40, generator=g) < 0.2)
+    assert never.any() and torch.equal(params[0].detach()[never], w[never])
 
 
 def test_scores_without_a_gradient_keep_their_value_and_moments():

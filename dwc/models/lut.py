@@ -24,6 +24,8 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from . import native
+
 
 def _count_wiring_updates(optimizer, args, kwargs) -> None:
     """Fused optimisers update parameters without bumping their version counter, so every
@@ -276,8 +278,6 @@ class _SparseWiredLookup(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weights: torch.Tensor, tables: torch.Tensor, idx: torch.Tensor, layer: "LUTLayer"):
-        from . import native
-
         x = x.contiguous()
         out, addr = native.lut_forward(x, idx, tables.detach())
         ctx.save_for_backward(x, addr, tables)
@@ -286,8 +286,6 @@ class _SparseWiredLookup(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gout: torch.Tensor):
-        from . import native
-
         x, addr, tables = ctx.saved_tensors
         layer = ctx.layer
         need_x, need_w, need_t = ctx.needs_input_grad[:3]
@@ -461,8 +459,11 @@ class LUTLayer(nn.Module):
         if band is not None and band["key"] == key and (
                 band["version"] == w._version or getattr(self.wiring_weights, "dwc_lazy_step", None)
                 == (band["version"], w._version)):
-            values = w.view(-1).index_select(0, band["flat"])
-            top = torch.full_like(band["floor"], float("-inf")).scatter_reduce_(0, band["slot"], values, "amax")
+            if self.native and native.usable(w):
+                values, top = native.gather_max(w, band["flat"], band["slot"], len(band["floor"]))
+            else:
+                values = w.view(-1).index_select(0, band["flat"])
+                top = torch.full_like(band["floor"], float("-inf")).scatter_reduce_(0, band["slot"], values, "amax")
             if bool((top >= band["floor"] + SOFTMAX_MARGIN * self.tau).all()):
                 band["version"] = w._version
                 return band["src"], band["slot"], values, top
@@ -521,8 +522,6 @@ class LUTLayer(nn.Module):
     def _support_by_slot(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The support ordered by slot, as the native backward reads it: (sources, slot pointers
         (slots + 1), each entry's position in the row-major order of :meth:`_support`)."""
-        from . import native
-
         def compute():
             src, slot, _ = self._support()
             return native.order_by_slot(src.contiguous(), slot.contiguous(), self.out_features * self.n)
@@ -532,8 +531,6 @@ class LUTLayer(nn.Module):
         """Whether this forward takes the native sparse backward (:class:`_SparseWiredLookup`): a learnable
         wiring with the sparse update and the sparse softmax, trained on the CPU in float32, where
         the kernels compiled (``self.native = False`` turns it off)."""
-        from . import native
-
         return (self.native and self.wiring == "learnable" and self.wiring_optim == "sparse" and self.sparse_softmax
                 and self.n <= 8 and torch.is_grad_enabled() and self.wiring_weights.requires_grad
                 and native.usable(x, self.tables))

@@ -11,6 +11,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #define LANES 16 /* independent partial sums: the compiler vectorises them, and the order is fixed */
@@ -201,4 +202,53 @@ void order_by_slot(int64_t entries, int64_t slots, const int64_t *src, const int
     for (int64_t s = slots; s > 0; s--) /* back from each slot's end to its start */
         slot_ptr[s] = slot_ptr[s - 1];
     slot_ptr[0] = 0;
+}
+
+/* Adam's step on the entries flat[e] of a parameter and its two moments, with gradient grad[e]
+ * (WiringAdam's lazy step: every other entry keeps its value and moments). The caller computes the
+ * scalars in double, as PyTorch does: step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t),
+ * w1 = 1 - beta1, w2 = 1 - beta2; decay > 0 is L2 weight decay (Adam's), decay < 0 decoupled decay
+ * (AdamW's: the parameter scaled by 1 + decay, decay = -lr * weight_decay). */
+void lazy_adam(int64_t entries, const int64_t *flat, const float *grad, float *param, float *exp_avg,
+               float *exp_avg_sq, float step_size, float bc2_sqrt, float w1, float beta2, float w2, float eps,
+               float decay, int maximize)
+{
+    enum { AHEAD = 16 }; /* entries scattered over tens of MB: ask for their cache lines early */
+    for (int64_t e = 0; e < entries; e++) {
+        if (e + AHEAD < entries) {
+            const int64_t j = flat[e + AHEAD];
+            __builtin_prefetch(param + j, 1);
+            __builtin_prefetch(exp_avg + j, 1);
+            __builtin_prefetch(exp_avg_sq + j, 1);
+        }
+        const int64_t i = flat[e];
+        float g = maximize ? -grad[e] : grad[e];
+        if (decay > 0.0f)
+            g += decay * param[i];
+        else if (decay < 0.0f)
+            param[i] *= 1.0f + decay;
+        const float m = exp_avg[i] + w1 * (g - exp_avg[i]);
+        const float v = exp_avg_sq[i] * beta2 + w2 * g * g;
+        exp_avg[i] = m;
+        exp_avg_sq[i] = v;
+        param[i] -= step_size * m / (sqrtf(v) / bc2_sqrt + eps);
+    }
+}
+
+/* values[e] = w[flat[e]] and top[s] = the largest values[e] with slot[e] = s (-inf for a slot with
+ * none): a tracked band's scores read back after a lazy step (dwc/models/lut.py, LUTLayer._band). */
+void gather_max(int64_t entries, int64_t slots, const float *w, const int64_t *flat, const int64_t *slot,
+                float *values, float *top)
+{
+    enum { AHEAD = 16 };
+    for (int64_t s = 0; s < slots; s++)
+        top[s] = -INFINITY;
+    for (int64_t e = 0; e < entries; e++) {
+        if (e + AHEAD < entries)
+            __builtin_prefetch(w + flat[e + AHEAD], 0);
+        const float v = w[flat[e]];
+        values[e] = v;
+        if (v > top[slot[e]])
+            top[slot[e]] = v;
+    }
 }

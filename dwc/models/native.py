@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("lut_native.c")
-FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-std=c99"]
+FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-shared", "-fPIC", "-std=c99"]
 
 
 def _compiler() -> str | None:
@@ -69,6 +69,11 @@ def library() -> ctypes.CDLL | None:
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.lut_wiring_backward.restype = ctypes.c_int
     lib.lut_wiring_backward.argtypes = [i64, i64, i64, i64] + [ptr] * 12
+    f32 = ctypes.c_float
+    lib.lazy_adam.restype = None
+    lib.lazy_adam.argtypes = [i64] + [ptr] * 5 + [f32] * 7 + [ctypes.c_int]
+    lib.gather_max.restype = None
+    lib.gather_max.argtypes = [i64, i64] + [ptr] * 5
     lib.order_by_slot.restype = None
     lib.order_by_slot.argtypes = [i64, i64] + [ptr] * 5
     lib.lut_forward.restype = ctypes.c_int
@@ -88,6 +93,25 @@ def _ptr(t: torch.Tensor | None) -> int | None:
     if not t.is_contiguous():
         raise ValueError("native kernels take contiguous tensors")
     return t.data_ptr()
+
+
+def lazy_adam(flat: torch.Tensor, grad: torch.Tensor, param: torch.Tensor, exp_avg: torch.Tensor,
+              exp_avg_sq: torch.Tensor, step: int, lr: float, beta1: float, beta2: float, eps: float,
+              weight_decay: float, decoupled: bool, maximize: bool) -> None:
+    """See ``lazy_adam`` in lut_native.c: Adam's step ``step`` (from 1) on the entries ``flat`` of
+    ``param`` and its moments, in place."""
+    step_size = lr / (1.0 - beta1 ** step)
+    bc2_sqrt = (1.0 - beta2 ** step) ** 0.5
+    decay = -lr * weight_decay if decoupled else weight_decay
+    library().lazy_adam(len(flat), *map(_ptr, (flat, grad, param, exp_avg, exp_avg_sq)), step_size, bc2_sqrt,
+                        1.0 - beta1, beta2, 1.0 - beta2, eps, decay, int(maximize))
+
+
+def gather_max(w: torch.Tensor, flat: torch.Tensor, slot: torch.Tensor, slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """See ``gather_max`` in lut_native.c: (w.view(-1)[flat], the maximum of those values per slot)."""
+    values, top = torch.empty(len(flat), dtype=w.dtype), torch.empty(slots, dtype=w.dtype)
+    library().gather_max(len(flat), slots, *map(_ptr, (w, flat, slot, values, top)))
+    return values, top
 
 
 def order_by_slot(src: torch.Tensor, slot: torch.Tensor, slots: int) -> tuple[torch.Tensor, ...]:

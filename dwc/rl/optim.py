@@ -21,10 +21,14 @@ import torch
 from torch.optim.adam import adam
 from torch.optim.optimizer import _get_scalar_dtype
 
+from ..models import native
+
 
 class WiringAdam(torch.optim.Adam):
     """``torch.optim.Adam`` (same arguments, same state) that also steps parameters whose gradient is
     a sparse COO tensor, lazily: only the entries present in it change."""
+
+    native = True  # the lazy step by the compiled kernel where it applies (dwc.models.native)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -84,6 +88,17 @@ class WiringAdam(torch.optim.Adam):
             grad = grad.coalesce()
             flat = (grad._indices() * strides[:, None]).sum(0)
         version = p._version
+        if self.native and native.usable(p, state["exp_avg"], state["exp_avg_sq"]) and not group["capturable"]:
+            # one pass over the entries where PyTorch takes seven (gathers, Adam, scatters): the moments
+            # are read and written in place, to float32 rounding of Adam's own kernel
+            state["step"] += 1  # as Adam counts: before its step
+            beta1, beta2 = group["betas"]
+            native.lazy_adam(flat, grad._values().contiguous(), p, state["exp_avg"], state["exp_avg_sq"],
+                             int(state["step"]), float(group["lr"]), float(beta1), float(beta2), group["eps"],
+                             group["weight_decay"], group.get("decoupled_weight_decay", False), group["maximize"])
+            p.view(-1)[:0].add_(0)  # bump the version counter, as an in-place step does (the band keys on it)
+            p.dwc_lazy_step = (version, p._version)
+            return
         views = [t.view(-1) for t in (p, state["exp_avg"], state["exp_avg_sq"])]
         value, exp_avg, exp_avg_sq = (v.index_select(0, flat) for v in views)
         adam([value], [grad._values().contiguous()], [exp_avg], [exp_avg_sq], [], [state["step"]],
