@@ -423,9 +423,14 @@ class LUTLayer(nn.Module):
         def compute():
             if self.wiring_optim == "sparse" and self.sparse_softmax:  # no masked copy of the scores needed
                 src, slot, values, top = self._band()
+                self._cache["near_sorted"] = True  # row-major, as the band is
+                if self.native and native.usable(values):
+                    *near, argmax = native.near_entries(values, src, slot, top, SOFTMAX_MARGIN * self.tau,
+                                                        self.in_features)
+                    self._cache["near"], self._cache["near_values"] = tuple(near[:2]), near[2]
+                    return top, argmax, None
                 near = torch.nonzero(values >= top[slot] - SOFTMAX_MARGIN * self.tau).view(-1)  # once, not per mask
                 self._cache["near"] = (src.index_select(0, near), slot.index_select(0, near))
-                self._cache["near_sorted"] = True  # row-major, as the band is
                 return top, first_max_among(src, slot, values, top, self.in_features), None
             w = self._scores()
             if not _blocked(w):
@@ -549,7 +554,10 @@ class LUTLayer(nn.Module):
                 return torch.softmax(self._scores() / self.tau, dim=0)
             top = self._top()[0]
             src, slot, _ = self._support()  # allowed sources only: the scores there are the weights
-            e = torch.exp((_column_entries(self.wiring_weights.detach(), src, slot) - top[slot]) / self.tau)
+            scores = self._cache.get("near_values")  # read with the band, or else read now
+            if scores is None:
+                scores = _column_entries(self.wiring_weights.detach(), src, slot)
+            e = torch.exp((scores - top[slot]) / self.tau)
             return self._support_csr(e / torch.zeros_like(top).index_add_(0, slot, e)[slot])
         return self._cached("soft", compute)
 

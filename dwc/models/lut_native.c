@@ -252,3 +252,28 @@ void gather_max(int64_t entries, int64_t slots, const float *w, const int64_t *f
             top[slot[e]] = v;
     }
 }
+
+/* Of a band's entries (row-major: src ascending), those within margin of their slot's maximum top,
+ * in order (near_src, near_slot, near_values; their count returned), and each slot's first source
+ * at its maximum (argmax; none for a slot without one): the softmax's support and the wiring. */
+int64_t near_entries(int64_t entries, int64_t slots, const float *values, const int64_t *src, const int64_t *slot,
+                     const float *top, float margin, int64_t none, int64_t *near_src, int64_t *near_slot,
+                     float *near_values, int64_t *argmax)
+{
+    for (int64_t s = 0; s < slots; s++)
+        argmax[s] = none;
+    int64_t count = 0;
+    for (int64_t e = 0; e < entries; e++) {
+        const int64_t s = slot[e];
+        const float v = values[e];
+        if (v >= top[s] - margin) {
+            near_src[count] = src[e];
+            near_slot[count] = s;
+            near_values[count] = v;
+            count++;
+            if (v == top[s] && argmax[s] == none)
+                argmax[s] = src[e];
+        }
+    }
+    return count;
+}

@@ -74,6 +74,8 @@ def library() -> ctypes.CDLL | None:
     lib.lazy_adam.argtypes = [i64] + [ptr] * 5 + [f32] * 7 + [ctypes.c_int]
     lib.gather_max.restype = None
     lib.gather_max.argtypes = [i64, i64] + [ptr] * 5
+    lib.near_entries.restype = i64
+    lib.near_entries.argtypes = [i64, i64] + [ptr] * 4 + [f32, i64] + [ptr] * 4
     lib.order_by_slot.restype = None
     lib.order_by_slot.argtypes = [i64, i64] + [ptr] * 5
     lib.lut_forward.restype = ctypes.c_int
@@ -112,6 +114,18 @@ def gather_max(w: torch.Tensor, flat: torch.Tensor, slot: torch.Tensor, slots: i
     values, top = torch.empty(len(flat), dtype=w.dtype), torch.empty(slots, dtype=w.dtype)
     library().gather_max(len(flat), slots, *map(_ptr, (w, flat, slot, values, top)))
     return values, top
+
+
+def near_entries(values: torch.Tensor, src: torch.Tensor, slot: torch.Tensor, top: torch.Tensor, margin: float,
+                 none: int) -> tuple[torch.Tensor, ...]:
+    """See ``near_entries`` in lut_native.c: (sources, slots, values) of the entries within ``margin``
+    of their slot's maximum, and each slot's first source at its maximum (``none`` if it has none)."""
+    n = len(values)
+    near_src, near_slot = torch.empty(n, dtype=torch.int64), torch.empty(n, dtype=torch.int64)
+    near_values, argmax = torch.empty(n, dtype=values.dtype), torch.empty(len(top), dtype=torch.int64)
+    count = library().near_entries(n, len(top), *map(_ptr, (values, src, slot, top)), margin, none,
+                                   *map(_ptr, (near_src, near_slot, near_values, argmax)))
+    return near_src[:count], near_slot[:count], near_values[:count], argmax
 
 
 def order_by_slot(src: torch.Tensor, slot: torch.Tensor, slots: int) -> tuple[torch.Tensor, ...]:
