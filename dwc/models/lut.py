@@ -38,10 +38,17 @@ def _count_wiring_updates(optimizer, args, kwargs) -> None:
 register_optimizer_step_post_hook(_count_wiring_updates)
 
 
-def efd_matrix(n: int, alpha: float | None = None, beta: float = 1.0 / 3.0) -> torch.Tensor:
+EFD_BETA = 1.0 / 3.0  # the weight of each further bit of Hamming distance (DWN's)
+
+
+def efd_alpha(n: int) -> float:
+    return 0.5 * 0.75 ** (n - 1)  # the DWN default scaling
+
+
+def efd_matrix(n: int, alpha: float | None = None, beta: float = EFD_BETA) -> torch.Tensor:
     """Constant (2^n, 2^n * n) matrix M with ``(table @ M)[j, a*n + k]`` = EFD dOut/dbit_k at address a."""
     if alpha is None:
-        alpha = 0.5 * 0.75 ** (n - 1)  # the DWN default scaling
+        alpha = efd_alpha(n)
     size = 1 << n
     addr = torch.arange(size)
     k_bits = torch.arange(n)
@@ -290,7 +297,7 @@ class _SparseWiredLookup(torch.autograd.Function):
         layer = ctx.layer
         need_x, need_w, need_t = ctx.needs_input_grad[:3]
         luts, size = tables.shape
-        surface = (tables @ layer.efd_by_address).view(luts, size, layer.n)  # EFD by address, then input bit
+        surface = native.efd_surface(tables.detach(), efd_alpha(layer.n), EFD_BETA)  # by address, then input bit
         grad_t = torch.zeros_like(tables) if need_t else None
         grad_x = torch.zeros_like(x) if need_x else None
         dense = need_w and layer.dense_step_due()
@@ -373,7 +380,6 @@ class LUTLayer(nn.Module):
         else:
             self.register_buffer("fixed_wiring", balanced_random_wiring(in_features, slots))
         self.register_buffer("efd", efd_by_bit(n), persistent=False)
-        self.register_buffer("efd_by_address", efd_matrix(n), persistent=False)  # the native backward's order
         self._cache: dict = {}
         self.graph_safe = False
         self.grad_dtype = torch.float32  # of the wiring-score gradient (see wiring_score_grad)

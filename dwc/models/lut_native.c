@@ -277,3 +277,53 @@ int64_t near_entries(int64_t entries, int64_t slots, const float *values, const 
     }
     return count;
 }
+
+/* The EFD surface of every LUT (dwc/models/lut.py, efd_matrix): surface[l, a, k] = alpha * sum over
+ * addresses a' of (a'_k ? 1 : -1) tables[l, a'] beta^(bits other than k where a and a' differ). It
+ * does not depend on a_k, and the weight is a product over the other bits, so it is the difference
+ * tables[.., k = 1] - tables[.., k = 0] passed through one 2-point butterfly (x0 + beta x1,
+ * beta x0 + x1) per other bit: n 2^n (n - 1) multiply-adds per LUT where the (2^n x n 2^n) matrix
+ * product takes n 4^n. */
+ALWAYS_INLINE void surface_n(const int64_t n, int64_t luts, const float *tables, float alpha, float beta,
+                             float *surface)
+{
+    enum { LANE = 16 }; /* LUTs side by side: every step below is one vector operation on them */
+    const int64_t size = (int64_t)1 << n, half = size / 2;
+    float t[256][LANE], d[128][LANE];
+    for (int64_t l0 = 0; l0 < luts; l0 += LANE) {
+        const int64_t m = luts - l0 < LANE ? luts - l0 : LANE;
+        for (int64_t a = 0; a < size; a++)
+            for (int64_t j = 0; j < LANE; j++)
+                t[a][j] = j < m ? tables[(l0 + j) * size + a] : 0.0f;
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t low = ((int64_t)1 << k) - 1, bit = (int64_t)1 << k;
+            for (int64_t u = 0; u < half; u++) { /* u: the address without bit k */
+                const int64_t a0 = ((u & ~low) << 1) | (u & low);
+                for (int64_t j = 0; j < LANE; j++)
+                    d[u][j] = t[a0 | bit][j] - t[a0][j];
+            }
+            for (int64_t step = 1; step < half; step <<= 1)
+                for (int64_t base = 0; base < half; base += 2 * step)
+                    for (int64_t u = base; u < base + step; u++)
+                        for (int64_t j = 0; j < LANE; j++) {
+                            const float x0 = d[u][j], x1 = d[u + step][j];
+                            d[u][j] = x0 + beta * x1;
+                            d[u + step][j] = beta * x0 + x1;
+                        }
+            for (int64_t u = 0; u < half; u++) {
+                const int64_t a0 = ((u & ~low) << 1) | (u & low);
+                for (int64_t j = 0; j < m; j++) {
+                    float *out = surface + (l0 + j) * size * n;
+                    out[a0 * n + k] = out[(a0 | bit) * n + k] = alpha * d[u][j];
+                }
+            }
+        }
+    }
+}
+
+int efd_surface(int64_t luts, int64_t n, const float *tables, float alpha, float beta, float *surface)
+{
+#define SURFACE(N) surface_n(N, luts, tables, alpha, beta, surface)
+    FOR_EACH_N(SURFACE)
+    return 0;
+}

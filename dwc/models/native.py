@@ -76,6 +76,8 @@ def library() -> ctypes.CDLL | None:
     lib.gather_max.argtypes = [i64, i64] + [ptr] * 5
     lib.near_entries.restype = i64
     lib.near_entries.argtypes = [i64, i64] + [ptr] * 4 + [f32, i64] + [ptr] * 4
+    lib.efd_surface.restype = ctypes.c_int
+    lib.efd_surface.argtypes = [i64, i64, ptr, f32, f32, ptr]
     lib.order_by_slot.restype = None
     lib.order_by_slot.argtypes = [i64, i64] + [ptr] * 5
     lib.lut_forward.restype = ctypes.c_int
@@ -126,6 +128,16 @@ def near_entries(values: torch.Tensor, src: torch.Tensor, slot: torch.Tensor, to
     count = library().near_entries(n, len(top), *map(_ptr, (values, src, slot, top)), margin, none,
                                    *map(_ptr, (near_src, near_slot, near_values, argmax)))
     return near_src[:count], near_slot[:count], near_values[:count], argmax
+
+
+def efd_surface(tables: torch.Tensor, alpha: float, beta: float) -> torch.Tensor:
+    """See ``efd_surface`` in lut_native.c: (luts, 2^n, n), ``tables @ efd_matrix(n, alpha, beta)``."""
+    luts, size = tables.shape
+    n = size.bit_length() - 1
+    surface = torch.empty(luts, size, n, dtype=torch.float32)
+    if library().efd_surface(luts, n, _ptr(tables), alpha, beta, _ptr(surface)):
+        raise ValueError(f"native LUT kernels take 1 to 8 inputs per LUT, not {n}")
+    return surface
 
 
 def order_by_slot(src: torch.Tensor, slot: torch.Tensor, slots: int) -> tuple[torch.Tensor, ...]:

@@ -1,0 +1,46 @@
+"""The compiled CPU kernels (dwc/models/lut_native.c) against the PyTorch definitions they replace, for
+every LUT size they take; the layer-level checks (gradients, the lazy Adam step) are in
+test_wiring_optim.py."""
+import pytest
+import torch
+
+from dwc.models import native
+from dwc.models.lut import EFD_BETA, _lookup, efd_alpha, efd_matrix
+
+
+@pytest.fixture(autouse=True)
+def _compiled():
+    assert native.library() is not None, "a C compiler is part of the toolchain (docs/troubleshooting.md)"
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_efd_surface_is_the_matrix_product(n):
+    tables = torch.randn(37, 1 << n, generator=torch.Generator().manual_seed(n))  # 37: not a multiple of 16
+    want = (tables @ efd_matrix(n)).view(37, 1 << n, n)
+    torch.testing.assert_close(native.efd_surface(tables, efd_alpha(n), EFD_BETA), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_lut_forward_is_the_lookup(n):
+    g = torch.Generator().manual_seed(n)
+    x = (torch.rand(50, 33, generator=g) < 0.5).float()
+    idx = torch.randint(0, 50, (21 * n,), generator=g)
+    tables = torch.randn(21, 1 << n, generator=g)
+    out, addr = native.lut_forward(x, idx, tables)
+    want_out, want_addr = _lookup(x.index_select(0, idx), tables)
+    assert torch.equal(out, want_out) and torch.equal(addr.long(), want_addr)
+
+
+def test_order_by_slot_is_a_stable_sort():
+    g = torch.Generator().manual_seed(0)
+    flat = torch.unique(torch.randint(0, 40 * 30, (300,), generator=g))  # row-major entries of a 40 x 30 matrix
+    src, slot = flat // 30, flat % 30
+    by_slot, ptr, pos = native.order_by_slot(src, slot, 30)
+    want = torch.argsort(slot * 40 + src)
+    assert torch.equal(pos, want) and torch.equal(by_slot, src[want])
+    assert torch.equal(ptr, torch.cat([torch.zeros(1, dtype=torch.int64), torch.bincount(slot, minlength=30).cumsum(0)]))
+
+
+def test_more_than_eight_inputs_is_refused():
+    with pytest.raises(ValueError, match="1 to 8 inputs"):
+        native.efd_surface(torch.zeros(2, 1 << 9), 0.1, 0.3)
