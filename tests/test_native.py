@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dwc.models import native
-from dwc.models.lut import EFD_BETA, _lookup, efd_alpha, efd_matrix
+from dwc.models.lut import EFD_BETA, LUTLayer, _lookup, efd_alpha, efd_matrix
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +29,19 @@ def test_lut_forward_is_the_lookup(n):
     out, addr = native.lut_forward(x, idx, tables)
     want_out, want_addr = _lookup(x.index_select(0, idx), tables)
     assert torch.equal(out, want_out) and torch.equal(addr.long(), want_addr)
+
+
+@pytest.mark.parametrize("n", [2, 6, 7, 8])
+@pytest.mark.parametrize("wiring", ["learnable", "random"])
+def test_the_layers_byte_forward_is_pytorchs(n, wiring):
+    torch.manual_seed(n)
+    layer = LUTLayer(40, 25, n, wiring)
+    x = (torch.rand(40, 19) < 0.5).to(torch.uint8)
+    sel = x.index_select(0, layer.wiring_indices().flatten())
+    got = layer.forward_bits(x), layer.lookup_bits(sel)
+    layer.native = False
+    assert torch.equal(got[0], layer.forward_bits(x)) and torch.equal(got[1], layer.lookup_bits(sel))
+    assert torch.equal(got[0], layer.forward_fm(x.float()).to(torch.uint8))
 
 
 def test_order_by_slot_is_a_stable_sort():

@@ -601,17 +601,27 @@ class LUTLayer(nn.Module):
             sel = x.index_select(0, self.fixed_wiring)
         return _LutLookup.apply(sel, self.tables, self.efd.to(x.dtype))
 
+    def _native_bits(self, x: torch.Tensor) -> bool:
+        """Whether :meth:`forward_bits` takes the native kernel (bytes on the CPU, compiled kernels)."""
+        return self.native and self.n <= 8 and native.usable(x, dtype=torch.uint8) and native.usable(self.tables)
+
     @torch.no_grad()
     def forward_bits(self, x: torch.Tensor) -> torch.Tensor:
         """Inference forward on uint8 bits (in_features, batch) -> uint8 (out_features, batch): the
         values of :meth:`forward_fm` at a quarter of its memory traffic, ~2x faster on CPU (acting,
         critic targets, evaluation)."""
+        if self._native_bits(x):
+            return native.lut_forward_bits(x.contiguous(), self._flat_indices(), self.tables.detach())
         return self.lookup_bits(x.index_select(0, self._flat_indices()))
 
     @torch.no_grad()
     def lookup_bits(self, sel: torch.Tensor) -> torch.Tensor:
         """:meth:`forward_bits` from the bits its inputs read, ``x[wiring_indices().flatten()]``
         (out_features * n, batch) uint8."""
+        if self._native_bits(sel):
+            if len(getattr(self, "_rows", ())) != len(sel):
+                self._rows = torch.arange(len(sel))  # sel's rows, in order
+            return native.lut_forward_bits(sel.contiguous(), self._rows, self.tables.detach())
         sel = sel.view(self.out_features, self.n, sel.shape[1])
         addr = sel[:, 0].clone()
         for k in range(1, self.n):  # n <= 8: the address fits a byte

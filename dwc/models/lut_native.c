@@ -14,7 +14,20 @@
 #include <math.h>
 #include <string.h>
 
-#define LANES 16 /* independent partial sums: the compiler vectorises them, and the order is fixed */
+/* Sums over the batch keep LANES independent partial sums (the compiler vectorises them; the order is
+ * fixed, so the result is the same on every run) and add them up pairwise: a sequential sum of the
+ * partial sums would be a chain of LANES dependent adds, longer than the loop itself at batch 256. */
+#ifndef LANES
+#define LANES 32
+#endif
+
+static float reduce(float *acc)
+{
+    for (int w = LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            acc[j] += acc[j + w];
+    return acc[0];
+}
 
 static float sum(const float *a, int64_t n)
 {
@@ -23,29 +36,21 @@ static float sum(const float *a, int64_t n)
     for (; i + LANES <= n; i += LANES)
         for (int j = 0; j < LANES; j++)
             acc[j] += a[i + j];
-    float s = 0.0f;
-    for (int j = 0; j < LANES; j++)
-        s += acc[j];
+    float s = reduce(acc);
     for (; i < n; i++)
         s += a[i];
     return s;
 }
 
-/* sum of a[i] over the i with x[i] = 1 (x in {0, 1}): a dot product with a row of bits. DOT_LANES
- * partial sums: four vectors of independent add chains keep the adder busy */
-#ifndef DOT_LANES
-#define DOT_LANES 16
-#endif
+/* sum of a[i] over the i with x[i] = 1 (x in {0, 1}): a dot product with a row of bits */
 static float masked_sum(const float *x, const float *a, int64_t n)
 {
-    float acc[DOT_LANES] = {0};
+    float acc[LANES] = {0};
     int64_t i = 0;
-    for (; i + DOT_LANES <= n; i += DOT_LANES)
-        for (int j = 0; j < DOT_LANES; j++)
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++)
             acc[j] += x[i + j] * a[i + j];
-    float s = 0.0f;
-    for (int j = 0; j < DOT_LANES; j++)
-        s += acc[j];
+    float s = reduce(acc);
     for (; i < n; i++)
         s += x[i] * a[i];
     return s;
@@ -97,6 +102,39 @@ int lut_forward(int64_t luts, int64_t n, int64_t batch, const float *x, const in
 {
 #define FORWARD(N) forward_n(N, luts, batch, x, idx, tables, out, addr)
     FOR_EACH_N(FORWARD)
+    return 0;
+}
+
+/* lut_forward without gradients: bytes in {0, 1} in and out, no addresses kept (acting, target actions). */
+ALWAYS_INLINE void forward_bits_n(const int64_t n, int64_t luts, int64_t batch, const uint8_t *restrict x,
+                                  const int64_t *restrict idx, const float *restrict tables, uint8_t *restrict out)
+{
+    const int64_t size = (int64_t)1 << n;
+    for (int64_t l = 0; l < luts; l++) {
+        const uint8_t *in[8];
+        for (int64_t k = 0; k < n; k++)
+            in[k] = x + idx[l * n + k] * batch;
+        uint8_t truth[256];
+        uint64_t word = 0;
+        for (int64_t i = 0; i < size; i++) {
+            truth[i] = tables[l * size + i] > 0.0f;
+            word |= (uint64_t)truth[i] << (i & 63);
+        }
+        uint8_t *o = out + l * batch;
+        for (int64_t b = 0; b < batch; b++) {
+            uint32_t v = 0;
+            for (int64_t k = 0; k < n; k++)
+                v |= (uint32_t)(in[k][b] != 0) << k;
+            o[b] = n <= 6 ? (uint8_t)((word >> v) & 1) : truth[v];
+        }
+    }
+}
+
+int lut_forward_bits(int64_t luts, int64_t n, int64_t batch, const uint8_t *x, const int64_t *idx,
+                     const float *tables, uint8_t *out)
+{
+#define FORWARD_BITS(N) forward_bits_n(N, luts, batch, x, idx, tables, out)
+    FOR_EACH_N(FORWARD_BITS)
     return 0;
 }
 

@@ -78,6 +78,8 @@ def library() -> ctypes.CDLL | None:
     lib.near_entries.argtypes = [i64, i64] + [ptr] * 4 + [f32, i64] + [ptr] * 4
     lib.efd_surface.restype = ctypes.c_int
     lib.efd_surface.argtypes = [i64, i64, ptr, f32, f32, ptr]
+    lib.lut_forward_bits.restype = ctypes.c_int
+    lib.lut_forward_bits.argtypes = [i64, i64, i64] + [ptr] * 4
     lib.order_by_slot.restype = None
     lib.order_by_slot.argtypes = [i64, i64] + [ptr] * 5
     lib.lut_forward.restype = ctypes.c_int
@@ -85,9 +87,9 @@ def library() -> ctypes.CDLL | None:
     return lib
 
 
-def usable(*tensors: torch.Tensor) -> bool:
-    """Whether the kernels take these tensors: on the CPU, float32, and compiled here."""
-    return (all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
+def usable(*tensors: torch.Tensor, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether the kernels take these tensors: on the CPU, of ``dtype``, and compiled here."""
+    return (all(t.device.type == "cpu" and t.dtype == dtype for t in tensors)
             and library() is not None)
 
 
@@ -157,6 +159,15 @@ def lut_forward(x: torch.Tensor, idx: torch.Tensor, tables: torch.Tensor) -> tup
     if library().lut_forward(luts, size.bit_length() - 1, batch, *map(_ptr, (x, idx, tables, out, addr))):
         raise ValueError(f"native LUT kernels take 1 to 8 inputs per LUT, not {size.bit_length() - 1}")
     return out, addr
+
+
+def lut_forward_bits(x: torch.Tensor, idx: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
+    """See ``lut_forward_bits`` in lut_native.c: output bits (luts, batch) uint8 from bits x uint8."""
+    luts, size = tables.shape
+    out = torch.empty(luts, x.shape[1], dtype=torch.uint8)
+    if library().lut_forward_bits(luts, size.bit_length() - 1, x.shape[1], *map(_ptr, (x, idx, tables, out))):
+        raise ValueError(f"native LUT kernels take 1 to 8 inputs per LUT, not {size.bit_length() - 1}")
+    return out
 
 
 def lut_wiring_backward(surface, addr, gout, x, src, slot_ptr, pos, soft, grad_x=None, g=None, grad_tables=None):
