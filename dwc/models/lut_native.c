@@ -18,7 +18,7 @@
  * fixed, so the result is the same on every run) and add them up pairwise: a sequential sum of the
  * partial sums would be a chain of LANES dependent adds, longer than the loop itself at batch 256. */
 #ifndef LANES
-#define LANES 32
+#define LANES 16
 #endif
 
 static float reduce(float *acc)
@@ -54,6 +54,30 @@ static float masked_sum(const float *x, const float *a, int64_t n)
     for (; i < n; i++)
         s += x[i] * a[i];
     return s;
+}
+
+/* masked_sum of one row a against four rows of bits at once: a read of a serves four sums */
+static void masked_sums4(const float *x0, const float *x1, const float *x2, const float *x3, const float *a, int64_t n,
+                         float *out)
+{
+    float acc[4][LANES] = {{0}};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            const float v = a[i + j];
+            acc[0][j] += x0[i + j] * v;
+            acc[1][j] += x1[i + j] * v;
+            acc[2][j] += x2[i + j] * v;
+            acc[3][j] += x3[i + j] * v;
+        }
+    for (int q = 0; q < 4; q++)
+        out[q] = reduce(acc[q]);
+    for (; i < n; i++) {
+        out[0] += x0[i] * a[i];
+        out[1] += x1[i] * a[i];
+        out[2] += x2[i] * a[i];
+        out[3] += x3[i] * a[i];
+    }
 }
 
 /* Each kernel is written once for an input count n and instantiated for n = 1..8 (the switch at its
@@ -186,9 +210,17 @@ ALWAYS_INLINE void backward_n(const int64_t n, int64_t luts, int64_t batch, cons
             if (slot_ptr[s] == slot_ptr[s + 1])
                 continue;
             const float total = sum(row, batch);
-            for (int64_t e = slot_ptr[s]; e < slot_ptr[s + 1]; e++) {
-                const float *xs = x + src[e] * batch;
-                grad_w[pos[e]] = 2.0f * masked_sum(xs, row, batch) - total; /* x in {0, 1} */
+            int64_t e = slot_ptr[s];
+            for (; e + 4 <= slot_ptr[s + 1]; e += 4) { /* four candidates per pass over the row */
+                float dots[4];
+                masked_sums4(x + src[e] * batch, x + src[e + 1] * batch, x + src[e + 2] * batch,
+                             x + src[e + 3] * batch, row, batch, dots);
+                for (int q = 0; q < 4; q++)
+                    grad_w[pos[e + q]] = 2.0f * dots[q] - total; /* x in {0, 1} */
+            }
+            for (; e < slot_ptr[s + 1]; e++)
+                grad_w[pos[e]] = 2.0f * masked_sum(x + src[e] * batch, row, batch) - total;
+            for (e = slot_ptr[s]; e < slot_ptr[s + 1]; e++) {
                 if (grad_x) {
                     float *gx = grad_x + src[e] * batch;
                     const float w = soft[e];
