@@ -470,8 +470,12 @@ class LUTLayer(nn.Module):
         if band is not None and band["key"] == key and (
                 band["version"] == w._version or getattr(self.wiring_weights, "dwc_lazy_step", None)
                 == (band["version"], w._version)):
-            if self.native and native.usable(w):
-                values, top = native.gather_max(w, band["flat"], band["slot"], len(band["floor"]))
+            moved = getattr(self.wiring_weights, "dwc_lazy_moved", None)
+            if self.native and native.usable(w) and (band["version"] == w._version or moved is not None):
+                values = band["values"]  # the band's scores, kept: refreshed only where the lazy step moved one
+                if band["version"] != w._version:
+                    native.band_refresh(band["flat"], values, *moved)
+                top = native.slot_max(values, band["slot"], len(band["floor"]))
             else:
                 values = w.view(-1).index_select(0, band["flat"])
                 top = torch.full_like(band["floor"], float("-inf")).scatter_reduce_(0, band["slot"], values, "amax")
@@ -485,9 +489,10 @@ class LUTLayer(nn.Module):
         src, slot, values = near_max(scores, top, BAND * SOFTMAX_MARGIN * self.tau, maxima=maxima, with_values=True)
         order = torch.argsort(src * scores.shape[1] + slot)
         src, slot = src[order], slot[order]
+        values = values[order]
         self._tracked = {"key": key, "version": w._version, "floor": floor, "flat": src * scores.shape[1] + slot,
-                         "src": src, "slot": slot}
-        return src, slot, values[order], top
+                         "src": src, "slot": slot, "values": values}
+        return src, slot, values, top
 
     def _argmax(self) -> torch.Tensor:
         return self._top()[1]

@@ -278,10 +278,11 @@ void order_by_slot(int64_t entries, int64_t slots, const int64_t *src, const int
  * (WiringAdam's lazy step: every other entry keeps its value and moments). The caller computes the
  * scalars in double, as PyTorch does: step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t),
  * w1 = 1 - beta1, w2 = 1 - beta2; decay > 0 is L2 weight decay (Adam's), decay < 0 decoupled decay
- * (AdamW's: the parameter scaled by 1 + decay, decay = -lr * weight_decay). */
+ * (AdamW's: the parameter scaled by 1 + decay, decay = -lr * weight_decay). The new values go to
+ * stepped[e] too. */
 void lazy_adam(int64_t entries, const int64_t *flat, const float *grad, float *param, float *exp_avg,
                float *exp_avg_sq, float step_size, float bc2_sqrt, float w1, float beta2, float w2, float eps,
-               float decay, int maximize)
+               float decay, int maximize, float *stepped)
 {
     enum { AHEAD = 16 }; /* entries scattered over tens of MB: ask for their cache lines early */
     for (int64_t e = 0; e < entries; e++) {
@@ -302,25 +303,34 @@ void lazy_adam(int64_t entries, const int64_t *flat, const float *grad, float *p
         exp_avg[i] = m;
         exp_avg_sq[i] = v;
         param[i] -= step_size * m / (sqrtf(v) / bc2_sqrt + eps);
+        stepped[e] = param[i];
     }
 }
 
-/* values[e] = w[flat[e]] and top[s] = the largest values[e] with slot[e] = s (-inf for a slot with
- * none): a tracked band's scores read back after a lazy step (dwc/models/lut.py, LUTLayer._band). */
-void gather_max(int64_t entries, int64_t slots, const float *w, const int64_t *flat, const int64_t *slot,
-                float *values, float *top)
+/* A tracked band's scores after a lazy step (dwc/models/lut.py, LUTLayer._band): of the band's
+ * entries (flat positions band_flat, ascending), those also in changed (ascending: the entries the
+ * step moved) take their new score from changed_values; every other entry kept its score. A merge
+ * of two sorted lists: no read of the score matrix, whose entries lie far apart. */
+void band_refresh(int64_t band, const int64_t *band_flat, float *values, int64_t changed_n, const int64_t *changed,
+                  const float *changed_values)
 {
-    enum { AHEAD = 16 };
+    int64_t i = 0;
+    for (int64_t c = 0; c < changed_n && i < band; c++) {
+        const int64_t f = changed[c];
+        while (i < band && band_flat[i] < f)
+            i++;
+        if (i < band && band_flat[i] == f)
+            values[i] = changed_values[c];
+    }
+}
+
+/* top[s] = the largest values[e] with slot[e] = s (-inf for a slot with none). */
+void slot_max(int64_t entries, int64_t slots, const float *values, const int64_t *slot, float *top)
+{
     for (int64_t s = 0; s < slots; s++)
         top[s] = -INFINITY;
-    for (int64_t e = 0; e < entries; e++) {
-        if (e + AHEAD < entries)
-            __builtin_prefetch(w + flat[e + AHEAD], 0);
-        const float v = w[flat[e]];
-        values[e] = v;
-        if (v > top[slot[e]])
-            top[slot[e]] = v;
-    }
+    for (int64_t e = 0; e < entries; e++)
+        top[slot[e]] = values[e] > top[slot[e]] ? values[e] : top[slot[e]];
 }
 
 /* Of a band's entries (row-major: src ascending), those within margin of their slot's maximum top,
@@ -336,14 +346,12 @@ int64_t near_entries(int64_t entries, int64_t slots, const float *values, const 
     for (int64_t e = 0; e < entries; e++) {
         const int64_t s = slot[e];
         const float v = values[e];
-        if (v >= top[s] - margin) {
-            near_src[count] = src[e];
-            near_slot[count] = s;
-            near_values[count] = v;
-            count++;
-            if (v == top[s] && argmax[s] == none)
-                argmax[s] = src[e];
-        }
+        near_src[count] = src[e]; /* written always, kept if near: no branch to mispredict */
+        near_slot[count] = s;
+        near_values[count] = v;
+        count += v >= top[s] - margin;
+        if (v == top[s] && argmax[s] == none)
+            argmax[s] = src[e];
     }
     return count;
 }

@@ -71,9 +71,11 @@ def library() -> ctypes.CDLL | None:
     lib.lut_wiring_backward.argtypes = [i64, i64, i64, i64] + [ptr] * 12
     f32 = ctypes.c_float
     lib.lazy_adam.restype = None
-    lib.lazy_adam.argtypes = [i64] + [ptr] * 5 + [f32] * 7 + [ctypes.c_int]
-    lib.gather_max.restype = None
-    lib.gather_max.argtypes = [i64, i64] + [ptr] * 5
+    lib.lazy_adam.argtypes = [i64] + [ptr] * 5 + [f32] * 7 + [ctypes.c_int, ptr]
+    lib.band_refresh.restype = None
+    lib.band_refresh.argtypes = [i64, ptr, ptr, i64, ptr, ptr]
+    lib.slot_max.restype = None
+    lib.slot_max.argtypes = [i64, i64, ptr, ptr, ptr]
     lib.near_entries.restype = i64
     lib.near_entries.argtypes = [i64, i64] + [ptr] * 4 + [f32, i64] + [ptr] * 4
     lib.efd_surface.restype = ctypes.c_int
@@ -103,21 +105,31 @@ def _ptr(t: torch.Tensor | None) -> int | None:
 
 def lazy_adam(flat: torch.Tensor, grad: torch.Tensor, param: torch.Tensor, exp_avg: torch.Tensor,
               exp_avg_sq: torch.Tensor, step: int, lr: float, beta1: float, beta2: float, eps: float,
-              weight_decay: float, decoupled: bool, maximize: bool) -> None:
+              weight_decay: float, decoupled: bool, maximize: bool) -> torch.Tensor:
     """See ``lazy_adam`` in lut_native.c: Adam's step ``step`` (from 1) on the entries ``flat`` of
-    ``param`` and its moments, in place."""
+    ``param`` and its moments, in place; returns the entries' new values."""
     step_size = lr / (1.0 - beta1 ** step)
     bc2_sqrt = (1.0 - beta2 ** step) ** 0.5
     decay = -lr * weight_decay if decoupled else weight_decay
+    stepped = torch.empty(len(flat), dtype=param.dtype)
     library().lazy_adam(len(flat), *map(_ptr, (flat, grad, param, exp_avg, exp_avg_sq)), step_size, bc2_sqrt,
-                        1.0 - beta1, beta2, 1.0 - beta2, eps, decay, int(maximize))
+                        1.0 - beta1, beta2, 1.0 - beta2, eps, decay, int(maximize), _ptr(stepped))
+    return stepped
 
 
-def gather_max(w: torch.Tensor, flat: torch.Tensor, slot: torch.Tensor, slots: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """See ``gather_max`` in lut_native.c: (w.view(-1)[flat], the maximum of those values per slot)."""
-    values, top = torch.empty(len(flat), dtype=w.dtype), torch.empty(slots, dtype=w.dtype)
-    library().gather_max(len(flat), slots, *map(_ptr, (w, flat, slot, values, top)))
-    return values, top
+def band_refresh(band_flat: torch.Tensor, values: torch.Tensor, changed: torch.Tensor,
+                 changed_values: torch.Tensor) -> None:
+    """See ``band_refresh`` in lut_native.c: ``values`` (the band's scores) updated in place where the
+    sorted flat positions ``changed`` meet the band's ``band_flat``."""
+    library().band_refresh(len(band_flat), _ptr(band_flat), _ptr(values), len(changed), _ptr(changed),
+                           _ptr(changed_values))
+
+
+def slot_max(values: torch.Tensor, slot: torch.Tensor, slots: int) -> torch.Tensor:
+    """See ``slot_max`` in lut_native.c: the largest of ``values`` in each slot."""
+    top = torch.empty(slots, dtype=values.dtype)
+    library().slot_max(len(values), slots, _ptr(values), _ptr(slot), _ptr(top))
+    return top
 
 
 def near_entries(values: torch.Tensor, src: torch.Tensor, slot: torch.Tensor, top: torch.Tensor, margin: float,

@@ -93,11 +93,12 @@ class WiringAdam(torch.optim.Adam):
             # are read and written in place, to float32 rounding of Adam's own kernel
             state["step"] += 1  # as Adam counts: before its step
             beta1, beta2 = group["betas"]
-            native.lazy_adam(flat, grad._values().contiguous(), p, state["exp_avg"], state["exp_avg_sq"],
-                             int(state["step"]), float(group["lr"]), float(beta1), float(beta2), group["eps"],
-                             group["weight_decay"], group.get("decoupled_weight_decay", False), group["maximize"])
+            stepped = native.lazy_adam(flat, grad._values().contiguous(), p, state["exp_avg"], state["exp_avg_sq"],
+                                       int(state["step"]), float(group["lr"]), float(beta1), float(beta2),
+                                       group["eps"], group["weight_decay"], group.get("decoupled_weight_decay", False),
+                                       group["maximize"])
             p.view(-1)[:0].add_(0)  # bump the version counter, as an in-place step does (the band keys on it)
-            p.dwc_lazy_step = (version, p._version)
+            p.dwc_lazy_step, p.dwc_lazy_moved = (version, p._version), (flat, stepped)
             return
         views = [t.view(-1) for t in (p, state["exp_avg"], state["exp_avg_sq"])]
         value, exp_avg, exp_avg_sq = (v.index_select(0, flat) for v in views)
@@ -108,6 +109,7 @@ class WiringAdam(torch.optim.Adam):
              weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"])
         for view, new in zip(views, (value, exp_avg, exp_avg_sq)):
             view.index_copy_(0, flat, new)
-        # which change of the parameter this step was: a LUT layer that sent the gradient knows that
-        # only these entries moved (its tracked band, dwc.models.lut.LUTLayer._band)
-        p.dwc_lazy_step = (version, p._version)
+        # which change of the parameter this step was, and the entries it moved (flat positions, ascending,
+        # and their new values): a LUT layer that sent the gradient knows that only these entries moved
+        # (its tracked band, dwc.models.lut.LUTLayer._band)
+        p.dwc_lazy_step, p.dwc_lazy_moved = (version, p._version), (flat, value)
