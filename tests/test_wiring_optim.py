@@ -53,17 +53,19 @@ def test_the_sparse_gradient_is_the_dense_one_on_the_softmax_support(bits):
     torch.testing.assert_close(sparse.tables.grad, dense.tables.grad, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("bits, refresh", [(7, 0), (0, 0), (0, 2)])
-def test_the_native_backward_gives_pytorchs_gradients(bits, refresh):
+@pytest.mark.parametrize("bits, refresh, optim", [(7, 0, "sparse"), (0, 0, "sparse"), (0, 2, "sparse"),
+                                                  (7, 0, "dense"), (0, 0, "dense")])
+def test_the_native_backward_gives_pytorchs_gradients(bits, refresh, optim):
     """The compiled kernels (dwc.models.native) against the layer's PyTorch code at the parameters of a
     few optimiser steps: the same outputs, and the same gradients of the tables, the input and the
-    scores (on the same support) to float32 rounding; with a dense refresh every second step too."""
+    scores (on the same support) to float32 rounding; with a dense refresh every second step, and
+    with the published dense update, too."""
     from dwc.models import native
 
     assert native.library() is not None, "a C compiler is part of the toolchain (docs/troubleshooting.md)"
     torch.manual_seed(0)
-    layer = LUTLayer(21 * 7, 60, 6, thermometer_bits=bits, wiring_optim="sparse", dense_every=refresh)
-    twin = LUTLayer(21 * 7, 60, 6, thermometer_bits=bits, wiring_optim="sparse", dense_every=refresh)
+    layer = LUTLayer(21 * 7, 60, 6, thermometer_bits=bits, wiring_optim=optim, dense_every=refresh)
+    twin = LUTLayer(21 * 7, 60, 6, thermometer_bits=bits, wiring_optim=optim, dense_every=refresh)
     twin.native = False
     opt = WiringAdam(layer.parameters(), lr=1e-2, eps=1e-5, fused=True)
     kinds = []
@@ -91,7 +93,7 @@ def test_the_native_backward_gives_pytorchs_gradients(bits, refresh):
         if not bits:
             torch.testing.assert_close(gx, gx_t, rtol=1e-6, atol=1e-6)
         opt.step()
-    assert kinds == (["sparse", "dense"] * 2 if refresh else ["sparse"] * 4)
+    assert kinds == (["sparse", "dense"] * 2 if refresh else [optim] * 4)
     assert layer._native_backward(x) and not twin._native_backward(x)
 
 

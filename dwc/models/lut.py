@@ -276,12 +276,12 @@ class _LearnableWiring(torch.autograd.Function):
         return grad_x, grad_w, None, None
 
 
-class _SparseWiredLookup(torch.autograd.Function):
-    """The learnable wiring and the LUT lookup of a layer with a sparse wiring update, as one step
-    whose backward is the native kernel of :mod:`dwc.models.native`: x (I, B) -> bits (L, B), with
-    the same forward as :class:`_LearnableWiring` then :class:`_LutLookup` and the same gradients
-    (to float32 rounding). A dense refresh step (``--wiring-refresh``) takes the kernel's gradient at
-    the selected bits and then the dense score gradient."""
+class _NativeWiredLookup(torch.autograd.Function):
+    """The learnable wiring and the LUT lookup of a layer as one step, in the native kernels of
+    :mod:`dwc.models.native`: x (I, B) -> bits (L, B), with the same forward as :class:`_LearnableWiring`
+    then :class:`_LutLookup` and the same gradients (to float32 rounding). A sparse update's backward
+    is one kernel; a dense one (the published update, or a sparse update's refresh) takes the
+    kernel's gradient at the selected bits and then the dense score gradient."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weights: torch.Tensor, tables: torch.Tensor, idx: torch.Tensor, layer: "LUTLayer"):
@@ -300,7 +300,7 @@ class _SparseWiredLookup(torch.autograd.Function):
         surface = native.efd_surface(tables.detach(), efd_alpha(layer.n), EFD_BETA)  # by address, then input bit
         grad_t = torch.zeros_like(tables) if need_t else None
         grad_x = torch.zeros_like(x) if need_x else None
-        dense = need_w and layer.dense_step_due()
+        dense = need_w and (layer.wiring_optim == "dense" or layer.dense_step_due())
         if need_w and not dense:
             src, slot, _ = layer._support()
             src_by_slot, slot_ptr, pos = layer._support_by_slot()
@@ -544,10 +544,10 @@ class LUTLayer(nn.Module):
         return self._cached("by_slot", compute)
 
     def _native_backward(self, x: torch.Tensor) -> bool:
-        """Whether this forward takes the native sparse backward (:class:`_SparseWiredLookup`): a learnable
-        wiring with the sparse update and the sparse softmax, trained on the CPU in float32, where
-        the kernels compiled (``self.native = False`` turns it off)."""
-        return (self.native and self.wiring == "learnable" and self.wiring_optim == "sparse" and self.sparse_softmax
+        """Whether this forward takes the native kernels (:class:`_NativeWiredLookup`): a learnable wiring
+        trained on the CPU in float32 (a sparse update with the sparse softmax), where the kernels
+        compiled (``self.native = False`` turns it off)."""
+        return (self.native and self.wiring == "learnable" and (self.wiring_optim == "dense" or self.sparse_softmax)
                 and self.n <= 8 and torch.is_grad_enabled() and self.wiring_weights.requires_grad
                 and native.usable(x, self.tables))
 
@@ -599,7 +599,7 @@ class LUTLayer(nn.Module):
     def forward_fm(self, x: torch.Tensor) -> torch.Tensor:
         """Feature-major forward: bits (in_features, batch) -> bits (out_features, batch)."""
         if self._native_backward(x):
-            return _SparseWiredLookup.apply(x, self.wiring_weights, self.tables, self._argmax(), self)
+            return _NativeWiredLookup.apply(x, self.wiring_weights, self.tables, self._argmax(), self)
         if self.wiring == "learnable":
             sel = _LearnableWiring.apply(x, self.wiring_weights, self._argmax(), self)
         else:
