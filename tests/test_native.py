@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dwc.models import native
-from dwc.models.lut import EFD_BETA, LUTLayer, _lookup, efd_alpha, efd_matrix
+from dwc.models.lut import EFD_BETA, LUTLayer, _lookup, efd_alpha, efd_matrix, thermometer_wiring_grad
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +42,17 @@ def test_the_layers_byte_forward_is_pytorchs(n, wiring):
     layer.native = False
     assert torch.equal(got[0], layer.forward_bits(x)) and torch.equal(got[1], layer.lookup_bits(sel))
     assert torch.equal(got[0], layer.forward_fm(x.float()).to(torch.uint8))
+
+
+@pytest.mark.parametrize("dims, bits, slots", [(3, 7, 40), (5, 15, 300)])  # 300: blocks of 256 and a rest
+def test_thermometer_grad_is_the_product(dims, bits, slots):
+    g = torch.Generator().manual_seed(bits)
+    levels = torch.randint(0, bits + 1, (dims, 33), generator=g)
+    x = (levels[:, None, :] > torch.arange(bits)[None, :, None]).float().reshape(dims * bits, 33)
+    grad = torch.randn(slots, 33, generator=g)
+    got = native.thermometer_grad(levels, grad.t().contiguous(), bits)
+    torch.testing.assert_close(got, (2 * x - 1) @ grad.t(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, thermometer_wiring_grad(grad, x, bits, batched=False), rtol=1e-5, atol=1e-5)
 
 
 def test_order_by_slot_is_a_stable_sort():

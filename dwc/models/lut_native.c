@@ -405,3 +405,43 @@ int efd_surface(int64_t luts, int64_t n, const float *tables, float alpha, float
     FOR_EACH_N(SURFACE)
     return 0;
 }
+
+/* The gradient of every candidate score of a first layer over thermometer codes (dwc/models/lut.py,
+ * thermometer_wiring_grad): out[d * bits + j, s] = sum over b of (2 [level[d, b] > j] - 1) g_t[b, s],
+ * for dims observation dimensions of bits thresholds each, the batch's levels (0..bits) and the
+ * gradient g_t (batch x slots) at the selected bits. Per dimension: each sample's gradient row added
+ * to its level's row (level 0 adds to none: it sets no bit), a running sum from the top level down,
+ * then 2 x that - the batch's total. Done for a block of slots at a time, so that block of g_t stays
+ * in cache across all dimensions. */
+void thermometer_grad(int64_t dims, int64_t bits, int64_t batch, int64_t slots, const int64_t *levels,
+                      const float *g_t, float *out, float *total)
+{
+    enum { BLOCK = 256 };
+    memset(total, 0, sizeof(float) * (size_t)slots);
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t s = 0; s < slots; s++)
+            total[s] += g_t[b * slots + s];
+    for (int64_t s0 = 0; s0 < slots; s0 += BLOCK) {
+        const int64_t width = slots - s0 < BLOCK ? slots - s0 : BLOCK;
+        for (int64_t d = 0; d < dims; d++) {
+            float *h = out + d * bits * slots + s0; /* row j: the samples at level j + 1, then at level > j */
+            for (int64_t j = 0; j < bits; j++)
+                memset(h + j * slots, 0, sizeof(float) * (size_t)width);
+            for (int64_t b = 0; b < batch; b++) {
+                const int64_t level = levels[d * batch + b];
+                if (level > 0) {
+                    float *row = h + (level - 1) * slots;
+                    const float *g = g_t + b * slots + s0;
+                    for (int64_t s = 0; s < width; s++)
+                        row[s] += g[s];
+                }
+            }
+            for (int64_t j = bits - 2; j >= 0; j--)
+                for (int64_t s = 0; s < width; s++)
+                    h[j * slots + s] += h[(j + 1) * slots + s];
+            for (int64_t j = 0; j < bits; j++)
+                for (int64_t s = 0; s < width; s++)
+                    h[j * slots + s] = 2.0f * h[j * slots + s] - total[s0 + s];
+        }
+    }
+}

@@ -82,6 +82,8 @@ def library() -> ctypes.CDLL | None:
     lib.efd_surface.argtypes = [i64, i64, ptr, f32, f32, ptr]
     lib.lut_forward_bits.restype = ctypes.c_int
     lib.lut_forward_bits.argtypes = [i64, i64, i64] + [ptr] * 4
+    lib.thermometer_grad.restype = None
+    lib.thermometer_grad.argtypes = [i64, i64, i64, i64] + [ptr] * 4
     lib.order_by_slot.restype = None
     lib.order_by_slot.argtypes = [i64, i64] + [ptr] * 5
     lib.lut_forward.restype = ctypes.c_int
@@ -152,6 +154,17 @@ def efd_surface(tables: torch.Tensor, alpha: float, beta: float) -> torch.Tensor
     if library().efd_surface(luts, n, _ptr(tables), alpha, beta, _ptr(surface)):
         raise ValueError(f"native LUT kernels take 1 to 8 inputs per LUT, not {n}")
     return surface
+
+
+def thermometer_grad(levels: torch.Tensor, g_t: torch.Tensor, bits: int) -> torch.Tensor:
+    """See ``thermometer_grad`` in lut_native.c: (dims * bits, slots) from the levels (dims, batch)
+    int64 and the gradient g_t (batch, slots)."""
+    dims, batch = levels.shape
+    slots = g_t.shape[1]
+    out = torch.empty(dims * bits, slots, dtype=torch.float32)
+    total = torch.empty(slots, dtype=torch.float32)
+    library().thermometer_grad(dims, bits, batch, slots, *map(_ptr, (levels, g_t, out, total)))
+    return out
 
 
 def order_by_slot(src: torch.Tensor, slot: torch.Tensor, slots: int) -> tuple[torch.Tensor, ...]:
