@@ -58,6 +58,8 @@ def library() -> ctypes.CDLL | None:
         return None
     key = hashlib.sha256("\0".join([SOURCE.read_text(), cc, *FLAGS, _cpu_features()]).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dwc" / "native"
+    if not os.access(cache if cache.exists() else cache.parent.parent, os.W_OK):  # a read-only home: the temp dir
+        cache = Path(tempfile.gettempdir()) / f"dwc-native-{os.getuid() if hasattr(os, 'getuid') else 0}"
     so = cache / f"lut_native-{key}.so"
     try:
         if not so.exists():
