@@ -26,12 +26,14 @@ def distill_args(out, steps, extra=()):
 @pytest.mark.ci  # ~1 minute
 def test_a_small_student_learns_the_teachers_balance(tmp_path):
     """A 2 x 48 LUT4 circuit (9x fewer LUTs, LUTs of 16 entries instead of 64, the teacher's 31
-    thresholds), distilled from the shipped 2 x 256 LUT6 InvertedPendulum DWC on 3,000 of its own
-    env steps, balances the pole as the teacher does, float and frozen (seeds 1-3 all did: 1000.0).
-    With 15 thresholds it sat on an edge: 1000.0 on seeds 1-3, then 601-663 after a last-bit change
-    of the head's exp (the float64 evaluation arithmetic); 5,000 steps did not make it reliable."""
+    thresholds), distilled from the shipped 2 x 256 LUT6 InvertedPendulum DWC on 4,000 of its own
+    env steps, balances the pole as the teacher does, float and frozen (seeds 1-5 with the CPU
+    kernels and seeds 1 and 3 without them all did: 1000.0). At 3,000 steps it sat on an edge: 1000.0
+    on seeds 1-5 without the kernels, 720-918 on three of them with (the same gradients to float32
+    rounding: a different last bit grows into a different student); with 15 thresholds, 601-1000 by
+    a last-bit change of the head's exp."""
     run = tmp_path / "student"
-    assert main(distill_args(run, 3000, ["--eval-episodes", "10"])) == 0
+    assert main(distill_args(run, 4000, ["--eval-episodes", "10"])) == 0
     assert main(["eval", str(run), "--episodes", "10", "--frozen", "--no-progress"]) == 0
     ev = json.loads((run / "eval.json").read_text())
     assert ev["env"] == "InvertedPendulum-v5" and ev["algo"] == "distill"  # the teacher's env by default
@@ -41,7 +43,7 @@ def test_a_small_student_learns_the_teachers_balance(tmp_path):
     teacher = torch.load(Path(TEACHER) / "checkpoint.pt", weights_only=False)
     for k in ("mean", "var"):  # the teacher's normaliser, frozen
         assert torch.equal(ckpt["actor"][f"normalizer.{k}"], teacher["actor"][f"normalizer.{k}"])
-    assert len(ckpt["data_obs"]) == 3000
+    assert len(ckpt["data_obs"]) == 4000
 
 
 def test_distillation_checkpoints_and_resumes(tmp_path):
