@@ -301,9 +301,9 @@ class _NativeWiredLookup(torch.autograd.Function):
         luts, size = tables.shape
         surface = native.efd_surface(tables.detach(), efd_alpha(layer.n), EFD_BETA)  # by address, then input bit
         grad_t = torch.zeros_like(tables) if need_t else None
-        grad_x = torch.zeros_like(x) if need_x else None
         dense = need_w and (layer.wiring_optim == "dense" or layer.dense_step_due())
         if need_w and not dense:
+            grad_x = torch.zeros_like(x) if need_x else None
             src, slot, _ = layer._support()
             src_by_slot, slot_ptr, pos = layer._support_by_slot()
             soft = layer.soft_wiring().values()[pos] if need_x else None
@@ -313,13 +313,12 @@ class _NativeWiredLookup(torch.autograd.Function):
                                              is_coalesced=True, check_invariants=False)
             return grad_x, grad_w, grad_t, None, None
         # a dense step, or no score gradient: the gradient at the selected bits, then PyTorch's products
-        nothing = torch.zeros(1, dtype=torch.int64)
+        no_candidates = torch.zeros(luts * layer.n + 1, dtype=torch.int64)  # every slot's pointers: none
         g = torch.empty(luts * layer.n, x.shape[1], dtype=x.dtype)
-        native.lut_wiring_backward(surface, addr, gout.contiguous(), x, nothing[:0], nothing.expand(luts * layer.n + 1).contiguous(),
-                                   nothing[:0], None, g=g, grad_tables=grad_t)
+        native.lut_wiring_backward(surface, addr, gout.contiguous(), x, no_candidates[:0], no_candidates,
+                                   no_candidates[:0], None, g=g, grad_tables=grad_t)
         grad_w = wiring_score_grad(g, x, layer.thermometer_bits, layer.grad_dtype) if need_w else None
-        if need_x:
-            grad_x = layer.soft_wiring() @ g
+        grad_x = layer.soft_wiring() @ g if need_x else None
         return grad_x, grad_w, grad_t, None, None
 
 
