@@ -3,6 +3,7 @@ dwc hil --port socket://... through pyserial, the code path of a board on /dev/t
 injected at the socket in both directions, a dropped connection reopened, every action equal to the
 reference executor's."""
 import json
+import os
 import re
 import signal
 import socket
@@ -33,7 +34,8 @@ class BoardSim:
 
     def __init__(self, build: Path, *args: str, start_s: float = 600):
         self.proc = subprocess.Popen([sys.executable, "-m", "dwc", "board-sim", str(build), "--listen", "127.0.0.1:0",
-                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)  # its own process group: see stop()
         # stderr drained from the start: a full pipe (a first Verilator build's output, warnings) would block
         # the board-sim process, before it listens or when it should exit on Ctrl-C
         self.lines, self.errors, self.url = [], [], None
@@ -57,7 +59,12 @@ class BoardSim:
     def stop(self) -> tuple[int, str]:
         """Ctrl-C; the exit code and stderr."""
         self.proc.send_signal(signal.SIGINT)
-        code = self.proc.wait(timeout=60)
+        try:
+            code = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # the failure stands, and nothing of it stays running
+            os.killpg(self.proc.pid, signal.SIGKILL)  # with the simulator process it started
+            self.proc.wait()
+            raise
         for r in self.readers:
             r.join(timeout=10)
         return code, "\n".join(self.errors)
