@@ -5,7 +5,6 @@ scalar and 64-wide batch)."""
 from __future__ import annotations
 
 import ctypes
-import os
 import platform
 import re
 import shutil
@@ -20,7 +19,7 @@ from .errors import UserError
 from .ir import Graph, IRError
 from .ir import reference as ref
 from .ir.c_header import c_header, c_layout
-from .ir.fast import cpu_model
+from .ir.fast import c_compiler, cpu_model
 from .rundir import write_json, write_text
 
 DEFAULT_NAME = "dwc_policy"
@@ -87,10 +86,6 @@ def export_c(source: Path, out: Path | None = None, measure: bool = True, log=pr
     write_json(header.with_suffix(".json"), report)
     report["report"] = str(header.with_suffix(".json"))
     return report
-
-
-def _cc() -> str | None:
-    return next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
 
 
 def object_sizes(cc: str, flags: list[str], header: Path, name: str, size_tool: str, *options: str) -> dict:
@@ -187,7 +182,7 @@ def _timed(fn, reps: int = 5, seconds: float = 0.1) -> dict:
 
 
 def measure_header(g: Graph, header: Path, name: str, report: dict, log=print) -> None:
-    cc = _cc()
+    cc = c_compiler()
     if cc is None:
         report["notes"].append("no C compiler (cc, gcc, clang) found: sizes, speed and the check were skipped")
         return

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -109,9 +110,18 @@ def c_source(g: Graph) -> str:
     return "\n".join(out) + "\n"
 
 
+def c_compiler() -> str | None:
+    """The system C compiler: ``$CC``, else the first of cc, gcc and clang on the PATH; None without one."""
+    return next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
+
+
 def _cache_dir() -> Path:
     d = Path(os.environ.get("DWC_CACHE_DIR", Path.home() / ".cache" / "dwc")) / "fast"
-    d.mkdir(parents=True, exist_ok=True)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a home that cannot be written: a per-user temporary folder
+        d = Path(tempfile.gettempdir()) / f"dwc-{os.getuid() if hasattr(os, 'getuid') else 0}" / "fast"
+        d.mkdir(parents=True, exist_ok=True)
     return d
 
 
@@ -140,14 +150,16 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def build(src: str, cc: str = "cc") -> Path:
-    key = hashlib.sha256(f"{cc}\n{_cpu_key()}\n{src}".encode()).hexdigest()[:20]
+def build(src: str, cc: str = "cc", flags: tuple[str, ...] = ("-O2",)) -> Path:
+    """The shared library of C source ``src`` built with ``cc``, ``flags`` and ``-march=native``, cached
+    by all of them and this CPU (:func:`_cpu_key`); parallel builders share one file."""
+    key = hashlib.sha256(f"{cc}\n{' '.join(flags)}\n{_cpu_key()}\n{src}".encode()).hexdigest()[:20]
     so = _cache_dir() / f"dwc_{key}.so"
     if not so.exists():
-        with tempfile.TemporaryDirectory() as tmp:
-            c_file, tmp_so = Path(tmp) / "graph.c", Path(tmp) / "graph.so"
+        with tempfile.TemporaryDirectory(dir=so.parent) as tmp:  # beside it: os.replace cannot cross file systems
+            c_file, tmp_so = Path(tmp) / "source.c", Path(tmp) / "lib.so"
             c_file.write_text(src)
-            res = subprocess.run([cc, "-O2", "-march=native", "-shared", "-fPIC", "-o", str(tmp_so), str(c_file)],
+            res = subprocess.run([cc, *flags, "-march=native", "-shared", "-fPIC", "-o", str(tmp_so), str(c_file)],
                                  capture_output=True, text=True)
             if res.returncode:
                 raise RuntimeError(f"C compiler failed: {res.stderr.strip()[:500]}")

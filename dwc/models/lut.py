@@ -384,7 +384,7 @@ class LUTLayer(nn.Module):
         self._cache: dict = {}
         self.graph_safe = False
         self.grad_dtype = torch.float32  # of the wiring-score gradient (see wiring_score_grad)
-        self.native = True  # the native sparse backward where it applies (see _native_backward)
+        self.native = True  # the CPU kernels where they apply (see _native_backward, _native_bits)
 
     def prepare_cuda_graphs(self) -> bool:
         """No host syncs from here on: no wiring cache (a replayed graph changes the weights without
@@ -471,11 +471,10 @@ class LUTLayer(nn.Module):
         if band is not None and band["key"] == key and (
                 band["version"] == w._version or getattr(self.wiring_weights, "dwc_lazy_step", None)
                 == (band["version"], w._version)):
-            moved = getattr(self.wiring_weights, "dwc_lazy_moved", None)
-            if self.native and native.usable(w) and (band["version"] == w._version or moved is not None):
+            if self.native and native.usable(w):
                 values = band["values"]  # the band's scores, kept: refreshed only where the lazy step moved one
-                if band["version"] != w._version:
-                    native.band_refresh(band["flat"], values, *moved)
+                if band["version"] != w._version:  # that step recorded what it moved (WiringAdam._lazy_step)
+                    native.band_refresh(band["flat"], values, *self.wiring_weights.dwc_lazy_moved)
                 top = native.slot_max(values, band["slot"], len(band["floor"]))
             else:
                 values = w.view(-1).index_select(0, band["flat"])

@@ -232,7 +232,7 @@ ALWAYS_INLINE void backward_n(const int64_t n, int64_t luts, int64_t batch, cons
     }
 }
 
-int lut_wiring_backward(int64_t luts, int64_t n, int64_t batch, int64_t sources, const float *surface,
+int lut_wiring_backward(int64_t luts, int64_t n, int64_t batch, const float *surface,
                         const uint8_t *addr, const float *gout, const float *x, const int64_t *src,
                         const int64_t *slot_ptr, const int64_t *pos, const float *soft, float *grad_w, float *grad_x,
                         float *g, float *grad_tables)

@@ -1,51 +1,25 @@
 """The CPU kernels of ``lut_native.c``, compiled with the system C compiler on first use.
 
-The compiled library is cached under ``$XDG_CACHE_HOME/dwc/native`` (default ``~/.cache``), keyed by
-the source, the compiler and this CPU's features (it is built with ``-march=native``), and written
-atomically, so parallel training runs share one build. Without a C compiler, or with
-``DWC_NATIVE=0``, :func:`library` is None and the LUT layers use their plain PyTorch code, which
-computes the same gradients (to float32 rounding: the kernels sum in another order).
+They are built and cached like the IR's fast executor (:func:`dwc.ir.fast.build`: ``-march=native``,
+keyed by the source, compiler, flags and this CPU, under ``~/.cache/dwc/fast`` or ``$DWC_CACHE_DIR``),
+so parallel training runs share one build. Without a C compiler, or with ``DWC_NATIVE=0``,
+:func:`library` is None and the LUT layers use their plain PyTorch code, which computes the same
+gradients (to float32 rounding: the kernels sum in another order).
 """
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import platform
-import shutil
-import subprocess
-import tempfile
 import warnings
 from functools import lru_cache
 from pathlib import Path
 
 import torch
 
+from ..ir.fast import build, c_compiler
+
 SOURCE = Path(__file__).with_name("lut_native.c")
-FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-shared", "-fPIC", "-std=c99"]
-
-
-def _compiler() -> str | None:
-    return next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
-
-
-def _cpu_features() -> str:
-    """What -march=native depends on: a library built for one CPU must not load on another."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line for line in f if line.startswith(("flags", "Features"))), "") + platform.machine()
-    except OSError:
-        return platform.processor() + platform.machine()
-
-
-def _build(cc: str, so: Path) -> None:
-    so.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=so.parent) as tmp:
-        out = Path(tmp) / so.name
-        res = subprocess.run([cc, *FLAGS, "-o", str(out), str(SOURCE)], capture_output=True, text=True)
-        if res.returncode:
-            raise RuntimeError(f"{cc} failed on {SOURCE.name}: {res.stderr.strip()[:2000]}")
-        os.replace(out, so)  # atomic: another process sees the old file or the whole new one
+FLAGS = ("-O3", "-fno-math-errno", "-std=c99")
 
 
 @lru_cache(maxsize=None)
@@ -53,24 +27,17 @@ def library() -> ctypes.CDLL | None:
     """The compiled kernels, or None (disabled, no compiler, or the build failed: a warning says why)."""
     if os.environ.get("DWC_NATIVE", "1") == "0":
         return None
-    cc = _compiler()
+    cc = c_compiler()
     if cc is None:
         return None
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), cc, *FLAGS, _cpu_features()]).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dwc" / "native"
-    if not os.access(cache if cache.exists() else cache.parent.parent, os.W_OK):  # a read-only home: the temp dir
-        cache = Path(tempfile.gettempdir()) / f"dwc-native-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    so = cache / f"lut_native-{key}.so"
     try:
-        if not so.exists():
-            _build(cc, so)
-        lib = ctypes.CDLL(str(so))
+        lib = ctypes.CDLL(str(build(SOURCE.read_text(), cc, FLAGS)))
     except (OSError, RuntimeError) as e:
         warnings.warn(f"dwc: native LUT kernels unavailable, using PyTorch's ({e})", RuntimeWarning, stacklevel=2)
         return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.lut_wiring_backward.restype = ctypes.c_int
-    lib.lut_wiring_backward.argtypes = [i64, i64, i64, i64] + [ptr] * 12
+    lib.lut_wiring_backward.argtypes = [i64, i64, i64] + [ptr] * 12
     f32 = ctypes.c_float
     lib.lazy_adam.restype = None
     lib.lazy_adam.argtypes = [i64] + [ptr] * 5 + [f32] * 7 + [ctypes.c_int, ptr]
@@ -206,6 +173,6 @@ def lut_wiring_backward(surface, addr, gout, x, src, slot_ptr, pos, soft, grad_x
     grad_w = torch.empty(len(src), dtype=torch.float32)
     args = (surface, addr, gout, x, src, slot_ptr, pos, soft if grad_x is not None else None, grad_w, grad_x, g,
             grad_tables)
-    if library().lut_wiring_backward(luts, n, batch, x.shape[0], *map(_ptr, args)):
+    if library().lut_wiring_backward(luts, n, batch, *map(_ptr, args)):
         raise MemoryError("lut_wiring_backward: out of memory, or not 1 to 8 inputs per LUT")
     return grad_w
