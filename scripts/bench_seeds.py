@@ -12,7 +12,11 @@ What is measured, for every K of --ks and every mode:
       timed from metrics.jsonl "charts/SPS" (one entry per 1000 steps). Together: K x the seeds'
       common rate (they step in lockstep); separate: the sum of the K processes' rates;
   CPU: user + system seconds all of its processes used, per 1000 env steps (less load-dependent than
-      rates on a shared machine: how much work the K seeds cost, whoever else runs).
+      rates on a shared machine: how much work the K seeds cost, whoever else runs);
+  where the time goes: ms per loop iteration (every seed acts, steps its envs, records, updates once)
+      in each phase, from metrics.jsonl "time/*" over the same windows (on a GPU the update's device
+      time shows under "act", which waits for the updated actor), and any "note:" a run printed
+      (e.g. a CUDA graph capture that failed, which leaves the update eager).
 Modes: "separate" (each process --threads 1, the default) and "together-tN" for each N of
 --together-threads (the one process with --threads N).
 Runs are interleaved: every round measures every (K, mode) once, the mode order reversed every other
@@ -86,6 +90,16 @@ def update_rate(run: Path, args) -> float | None:
     return len(rates) / sum(1.0 / r for r in rates) if rates else None
 
 
+def phase_times(run: Path, args) -> dict:
+    """The run's ms per loop iteration in each phase (time/*: acting, env steps, recording, update) over
+    the same windows as :func:`update_rate`."""
+    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    recs = [r for r in recs if "charts/SPS" in r and r["step"] > args.learning_starts + WARMUP]
+    keys = sorted({key for r in recs for key in r if key.startswith("time/")})
+    return {key.removeprefix("time/").removesuffix("_ms"): statistics.mean(r.get(key, 0.0) for r in recs)
+            for key in keys}
+
+
 def measure(args, k: int, mode: str, tmp: Path) -> dict:
     """One measurement: K seeds together (mode together-tN) or as K concurrent processes."""
     folder = tmp / f"{mode}-k{k}"
@@ -101,10 +115,14 @@ def measure(args, k: int, mode: str, tmp: Path) -> dict:
     ended: dict[int, float] = {}
     errors: dict[int, list[str]] = {i: [] for i in range(len(procs))}
 
+    notes: list[str] = []  # e.g. a CUDA graph capture that failed: the update then runs eagerly
+
     def watch(i: int, stream) -> None:
         for line in stream:
             if line.startswith("training ") and i not in started:
                 started[i] = time.perf_counter()
+            if line.startswith("note:"):
+                notes.append(line.strip())
         ended[i] = time.perf_counter()
 
     def keep(i: int, stream) -> None:  # read as it comes: a full pipe would stall the run
@@ -135,12 +153,14 @@ def measure(args, k: int, mode: str, tmp: Path) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     rates = [update_rate(folder / f"seed{s}", args) for s in range(1, k + 1)]
+    per_seed = [phase_times(folder / f"seed{s}", args) for s in range(1, k + 1)]
+    phases = {key: statistics.mean(p[key] for p in per_seed if key in p) for key in sorted(set().union(*per_seed))}
     steps = k * (args.learning_starts + args.measure_steps)
     agg = sum(rates) if None not in rates else None
     shutil.rmtree(folder, ignore_errors=True)
     return {"k": k, "mode": mode, "training_s": training, "training_sps": steps / training,
             "update_phase_sps": agg, "per_seed_sps": rates, "wall_s": wall, "wall_sps": steps / wall, "cpu_s": cpu,
-            "cpu_ms_per_step": 1000.0 * cpu / steps,
+            "cpu_ms_per_step": 1000.0 * cpu / steps, "phase_ms_per_iteration": phases, "notes": sorted(set(notes)),
             "load_during": load_start, "loadavg_after": os.getloadavg()[0]}
 
 
@@ -211,6 +231,11 @@ def main() -> None:
                           + (f", {phase:.1f} in the update phase" if phase else "")
                           + f"; CPU {m['cpu_ms_per_step']:.1f} ms/step; load {m['load_during']['loadavg_1min']:.2f} -> "
                             f"{m['loadavg_after']:.2f}", flush=True)
+                    if m["phase_ms_per_iteration"]:  # one iteration: every seed acts, steps, records, updates
+                        print("  ms per loop iteration: " + ", ".join(
+                            f"{name} {ms:.2f}" for name, ms in m["phase_ms_per_iteration"].items()), flush=True)
+                    for note in m["notes"]:
+                        print(f"  {note}", flush=True)
 
     def median(k, mode, key):
         values = [m[key] for m in results if m["k"] == k and m["mode"] == mode]

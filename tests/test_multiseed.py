@@ -86,6 +86,32 @@ def test_every_seed_follows_its_single_run(tmp_path, policy):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_seeds_with_several_envs_each_follow_their_single_runs(tmp_path, monkeypatch, workers):
+    """--num-envs 2 per seed, the seeds' environments stepped in the training process (a CPU's default)
+    or all at once in worker processes (a GPU host's): the same transitions either way."""
+    monkeypatch.setenv("DWC_ENV_WORKERS", workers)
+    options = ["--policy", "mlp", "--num-envs", "2", "--steps", "400"]
+    for s in (1, 2):
+        train(tmp_path / f"single{s}", *options, "--seed", str(s))
+    train(tmp_path / "both", *options, "--seeds", "1,2")
+    for s in (1, 2):
+        assert_same_run(tmp_path / f"single{s}", tmp_path / "both" / f"seed{s}")
+
+
+def test_env_workers_setting_is_checked(monkeypatch):
+    from dwc.errors import UserError
+    from dwc.rl.multiseed import _env_workers
+    cpu = torch.device("cpu")
+    assert _env_workers(cpu, 2) is False  # a CPU's cores train; its envs step in-process
+    monkeypatch.setenv("DWC_ENV_WORKERS", "1")
+    assert _env_workers(cpu, 2) is True
+    monkeypatch.setenv("DWC_ENV_WORKERS", "yes")
+    with pytest.raises(UserError, match="DWC_ENV_WORKERS"):
+        _env_workers(cpu, 2)
+
+
+@pytest.mark.slow
 def test_seeds_resume_together_and_alone(tmp_path):
     """Legs 300 -> 400 -> 500: the multi-seed run resumes seed 1 alone (plain dwc train), then both
     together, where seed 2 first catches up alone; every leg as the single runs' legs."""

@@ -175,6 +175,29 @@ class RateMeter:
         return self.last
 
 
+class PhaseClock:
+    """Where a training loop's wall time goes: ``lap(phase)`` charges the time since the previous lap to
+    ``phase``; ``report(iterations)`` gives ``time/<phase>_ms``, milliseconds per loop iteration since
+    the previous report, and starts again. On a GPU the update is queued, not waited for: its device
+    time shows in the next phase that reads a result back (acting)."""
+
+    def __init__(self):
+        import time
+        self._clock = time.perf_counter
+        self.t = self._clock()
+        self.spent: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        now = self._clock()
+        self.spent[phase] = self.spent.get(phase, 0.0) + now - self.t
+        self.t = now
+
+    def report(self, iterations: int) -> dict:
+        out = {f"time/{phase}_ms": 1000.0 * s / max(iterations, 1) for phase, s in self.spent.items()}
+        self.spent.clear()
+        return out
+
+
 class GraphedCall:
     """Calls ``fn(*tensors)`` as a replayed CUDA graph: one launch instead of tens or hundreds.
 

@@ -13,8 +13,10 @@ would be in). What the seeds share is the arithmetic of the update:
   (dwc, gates, qmlp) run their own forward and backward per seed inside the batched update: the LUT
   layers' custom autograd functions (straight-through tables, EFD input gradients, the learnable
   wiring's score gradient and its cached argmax/softmax) work on one network's tensors;
-- acting is per seed (a batch of ``--num-envs`` observations), then the K environments step one
-  after another.
+- acting is one call over all seeds (each seed's own forward inside it, so one CUDA graph and one
+  host sync for all K), and the K running observation normalisers update as one stacked tensor;
+  then the K environments step, one after another or, on a GPU host with a core to spare for each,
+  all at once in worker processes (:class:`SeedEnvs`).
 
 Seed k follows ``dwc train --seed k`` bit for bit on a CPU (tests/test_multiseed.py), as long as an
 element-wise tensor of one seed in the update (batch x action dims: log-std, tanh, log) is a whole
@@ -33,8 +35,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import os
 import random
+import signal
+import threading
 from pathlib import Path
+
+import gymnasium as gym
 
 import numpy as np
 import torch
@@ -47,7 +54,7 @@ from ..models.actors import MLPActor
 from ..models.encoding import CLIP
 from ..rundir import write_json
 from ..seeds import SUMMARY, check_together
-from .common import (GraphedCall, flush_denormals, keep_freed_memory, resolve_device, resolve_precision,
+from .common import (GraphedCall, PhaseClock, flush_denormals, keep_freed_memory, resolve_device, resolve_precision,
                      sample_action)
 from .envs import check_env_id, make_vector_env, real_next_obs
 from .loop import train_loop
@@ -85,6 +92,35 @@ class SeedActors:
         mean = torch.stack([n.mean for n in norms]).unsqueeze(1)
         std = torch.sqrt(torch.stack([n.var for n in norms]).unsqueeze(1) + norms[0].eps).to(obs.dtype)
         return ((obs - mean.to(obs.dtype)) / std).clamp(-CLIP, CLIP)
+
+    @torch.no_grad()
+    def update_normalizers(self, obs: torch.Tensor) -> None:
+        """ObsNormalizer.update for every seed at once, ``obs`` (K, n, obs): the same element-wise
+        Chan update on the seeds' statistics stacked, written back with one multi-tensor copy (K
+        separate updates are a dozen kernel launches each, and a host sync each for the frozen flag;
+        a normaliser is only frozen after training, which :func:`train_seeds` checks once)."""
+        norms = [a.normalizer for a in self.actors]
+        mean, var, count = (torch.stack([getattr(n, f) for n in norms]) for f in ("mean", "var", "count"))
+        x = obs.to(mean)
+        batch_mean, batch_var, n = x.mean(1), x.var(1, unbiased=False), x.shape[1]
+        delta = batch_mean - mean
+        total = (count + n).unsqueeze(1)
+        count = count.unsqueeze(1)
+        new_mean = mean + delta * n / total
+        new_var = (var * count + batch_var * n + delta.square() * count * n / total) / total
+        torch._foreach_copy_([t for nm in norms for t in (nm.mean, nm.var, nm.count)],
+                             [t for k in range(self.k) for t in (new_mean[k], new_var[k], total[k, 0])])
+
+    @property
+    def k(self) -> int:
+        return len(self.actors)
+
+    @torch.no_grad()
+    def explore(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Every seed's exploration action for its observations, ``obs`` (K, n, obs) -> (K, n, act):
+        each seed's own forward (its single run's arithmetic, whatever the actor), launched as one
+        call so that on a GPU the K forwards are one CUDA graph and one sync."""
+        return torch.stack([sample_action(a, o, e)[0] for a, o, e in zip(self.actors, obs, noise)])
 
     def dist_params(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.fused:  # circuit actors: each seed's own forward (see the module's docstring)
@@ -266,6 +302,84 @@ def _optimizer_join(parts: list[dict], where, count: int) -> dict:
     return {"state": state, "param_groups": [dict(group, params=list(range(count)))]}
 
 
+def _env_workers(device: torch.device, count: int) -> bool:
+    """Whether the seeds' environments step in worker processes: ``DWC_ENV_WORKERS=1`` or ``0`` says so;
+    by default only when training on a GPU with a free CPU core per environment (the update then leaves
+    the host's cores idle; on a CPU it needs them, and the workers' messages cost more than they save)."""
+    forced = os.environ.get("DWC_ENV_WORKERS", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    if forced:
+        raise UserError(f"DWC_ENV_WORKERS={forced!r}: use 1 (environments in worker processes), 0 (in the "
+                        "training process) or leave it unset (workers on a GPU host with a core per environment)")
+    return device.type == "cuda" and len(os.sched_getaffinity(0)) > count
+
+
+@contextlib.contextmanager
+def _signals_ignored():
+    """Processes started in the block ignore Ctrl-C and SIGTERM (the disposition survives their exec): the
+    trainer alone gets them, checkpoints, and then closes its workers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+class SeedEnvs:
+    """The K seeds' environments, ``n`` per seed, each seed's exactly those of its single run
+    (:func:`~dwc.rl.envs.make_vector_env`, reset with the same seeds, SAME_STEP autoreset). Without
+    ``workers`` the K vector envs step one after another in this process; with them all K x n step at
+    once in worker processes (gymnasium's AsyncVectorEnv over shared memory), with the same results."""
+
+    def __init__(self, env_id: str, k: int, n: int, workers: bool):
+        self.k, self.n, self.workers, self.closed = k, n, workers, False
+        if workers:
+            with _signals_ignored():
+                self.vec = gym.vector.AsyncVectorEnv([lambda: gym.make(env_id)] * (k * n), context="spawn",
+                                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+            self.envs = []
+            self.spaces = [copy.deepcopy(self.vec.single_action_space) for _ in range(k)]
+        else:
+            self.envs = [make_vector_env(env_id, n) for _ in range(k)]
+            self.spaces = [e.single_action_space for e in self.envs]
+        first = self.vec if workers else self.envs[0]
+        self.obs_dim = first.single_observation_space.shape[0]
+
+    def reset(self, seeds: list[int]) -> list[np.ndarray]:
+        """Seed k's vector env reset with ``seeds[k]`` (its envs get seeds[k], seeds[k] + 1, ...)."""
+        if not self.workers:
+            return [e.reset(seed=s)[0] for e, s in zip(self.envs, seeds)]
+        obs, _ = self.vec.reset(seed=[s + i for s in seeds for i in range(self.n)])
+        return list(obs.reshape(self.k, self.n, -1))
+
+    def step(self, actions: list[np.ndarray]) -> list[tuple]:
+        """Each seed's (next_obs, the observation reached (the final one where an episode ended),
+        rewards, terminations, episode ends), for its actions (n, act)."""
+        if self.workers:
+            next_obs, rewards, terms, truncs, infos = self.vec.step(np.concatenate(actions))
+            dones = terms | truncs
+            reached = real_next_obs(next_obs, dones, infos)
+            return [(next_obs[p], reached[p], rewards[p], terms[p], dones[p])
+                    for p in (slice(k * self.n, (k + 1) * self.n) for k in range(self.k))]
+        out = []
+        for e, a in zip(self.envs, actions):
+            next_obs, rewards, terms, truncs, infos = e.step(a)
+            dones = terms | truncs
+            out.append((next_obs, real_next_obs(next_obs, dones, infos), rewards, terms, dones))
+        return out
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            for e in self.envs or [self.vec]:
+                e.close()
+
+
 def _where(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU thread(s)"
 
@@ -320,12 +434,11 @@ def train_seeds(cfgs: list[TrainConfig], dirs: list[Path], resume: list[bool], p
 def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.device, precision: torch.dtype):
     """dwc.rl.sac.train_sac for every seed, in lockstep (its loop, line for line, once per seed)."""
     cfg, sc = cfgs[0], cfgs[0].sac
-    envs, spaces, actors, critics, gens, inits = [], [], [], [], [], []
-    for c in cfgs:  # each seed's start exactly as its single run makes it: seeds, envs, actor, critics
+    envs = SeedEnvs(cfg.env, len(cfgs), cfg.num_envs, _env_workers(device, len(cfgs) * cfg.num_envs))
+    spaces, actors, critics, gens, inits = envs.spaces, [], [], [], []
+    for c, space in zip(cfgs, spaces):  # each seed's start exactly as its single run makes it: seeds, actor, critics
         seed_everything(c.seed)
-        e = make_vector_env(c.env, c.num_envs)
-        obs_dim, act_dim = e.single_observation_space.shape[0], e.single_action_space.shape[0]
-        space = e.single_action_space
+        obs_dim, act_dim = envs.obs_dim, space.shape[0]
         actor = build_actor(c.actor, obs_dim, act_dim, space.low, space.high).to(device)
         actor.set_precision(precision)
         critics.append(TwinQ(obs_dim + act_dim, sc.q_hidden, mid_dtype=precision).to(device))
@@ -334,18 +447,13 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.
             gen.set_state(torch.get_rng_state())
         else:
             gen.manual_seed(c.seed)  # the single run's CUDA generator: seeded, not drawn from yet
-        envs.append(e), spaces.append(space), actors.append(actor), gens.append(gen)
+        actors.append(actor), gens.append(gen)
         inits.append({"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()})
     graphs = device.type == "cuda" and cfg.cuda_graphs and all([a.prepare_cuda_graphs() for a in actors])
     learner = SeedsLearner(actors, critics, sc, device, graphs, precision)
     update_step = GraphedCall(learner.update) if graphs else learner.update
 
-    def explorer(actor):
-        @torch.no_grad()
-        def explore(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-            return sample_action(actor, obs, noise)[0]
-        return GraphedCall(explore) if graphs else explore
-    act_steps = [explorer(a) for a in actors]
+    explore = GraphedCall(learner.actors.explore) if graphs else learner.actors.explore
     rbs = [ReplayBuffer(min(sc.buffer_size, c.steps), obs_dim, act_dim, seed=c.seed) for c in cfgs]
     counters = [{"updates": 0} for _ in cfgs]
 
@@ -398,47 +506,56 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.
             for k, run in enumerate(runs):
                 run.log(loops[0].step, **{name: v[k] for name, v in values.items()})
 
-    obs = []
+    if any(bool(a.normalizer.frozen) for a in actors):
+        raise UserError("a seed's observation normaliser is frozen (an exported policy's); train from a "
+                        "checkpoint of dwc train instead")
+    obs = envs.reset([c.seed + run.start_step for c, run in zip(cfgs, runs)])  # a resumed run: fresh episodes
     for k, (c, run) in enumerate(zip(cfgs, runs)):
-        o, _ = envs[k].reset(seed=c.seed + run.start_step)  # a resumed run starts fresh episodes (as a single one)
         if not run.resume_state:
             spaces[k].seed(c.seed)
-        actors[k].normalizer.update(torch.as_tensor(o, device=device))
-        obs.append(o)
+    learner.actors.update_normalizers(torch.as_tensor(np.stack(obs), device=device))
     n = cfg.num_envs
     updates_per_iter = max(1, round(n * sc.utd))
     with contextlib.ExitStack() as stack:
-        loops = [stack.enter_context(train_loop(run, e, a, state(k)))
-                 for k, (run, e, a) in enumerate(zip(runs, envs, actors))]
+        loops = [stack.enter_context(train_loop(run, envs, a, state(k)))  # envs: closed once, by the first
+                 for k, (run, a) in enumerate(zip(runs, actors))]
         if loops[0].bar is not None:
             seeds = ",".join(str(c.seed) for c in cfgs)
             loops[0].bar.set_description(f"{cfg.algo} {cfg.actor.policy} {cfg.env} seeds {seeds}")
+        clock, iterations = PhaseClock(), 0
         while loops[0].step < cfg.steps:
             if loops[0].step < sc.learning_starts:
                 actions = [np.stack([space.sample() for _ in range(n)]) for space in spaces]
-            else:
-                actions = [act(torch.as_tensor(o, dtype=torch.float32, device=device),
-                               torch.randn(n, act_dim, device=device, generator=g)).cpu().numpy()
-                           for act, o, g in zip(act_steps, obs, gens)]
-            steps = [e.step(a) for e, a in zip(envs, actions)]
+            else:  # all seeds' observations in, all their actions out: one transfer each way
+                noise = torch.stack([torch.randn(n, act_dim, device=device, generator=g) for g in gens])
+                actions = list(explore(torch.as_tensor(np.stack(obs), dtype=torch.float32, device=device),
+                                       noise).cpu().numpy())
+            clock.lap("act")
+            steps = envs.step(actions)
+            clock.lap("env")
             with interrupts_held():  # every seed's replay, normaliser, step counter and learner change together
-                for k, (next_obs, rewards, terms, truncs, infos) in enumerate(steps):
-                    dones = terms | truncs
-                    rbs[k].add(obs[k], real_next_obs(next_obs, dones, infos), actions[k], rewards, terms)
-                    actors[k].normalizer.update(torch.as_tensor(next_obs, device=device))
+                for k, (next_obs, reached, rewards, terms, dones) in enumerate(steps):
+                    rbs[k].add(obs[k], reached, actions[k], rewards, terms)
                     loops[k].advance(n, rewards, dones)
                     obs[k] = next_obs
+                learner.actors.update_normalizers(torch.as_tensor(np.stack(obs), device=device))
                 step = loops[0].step
+                clock.lap("record")
                 if step > sc.learning_starts:
                     for u in range(updates_per_iter):
                         update(log=(step % 1000 < n and u == 0))
                 for a in actors:
                     a.apply_budget_(step / cfg.steps)
-            if step % 1000 < n:  # SPS (of each seed) over the last 1000 steps
+                clock.lap("update")
+            iterations += 1
+            if step % 1000 < n:  # SPS (of each seed) over the last 1000 steps, and where the time went
+                times = clock.report(iterations)
+                iterations = 0
                 for loop in loops:
-                    loop.report({"charts/SPS": loop.sps()})
+                    loop.report({"charts/SPS": loop.sps(), **times})
             for loop in loops:
                 loop.checkpoint_if_due()
+            clock.lap("record")
     return actors
 
 

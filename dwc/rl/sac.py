@@ -22,7 +22,7 @@ from torch import nn
 from ..config import TrainConfig
 from ..errors import interrupts_held
 from ..models import build_actor
-from .common import GraphedCall, flush_denormals, resolve_precision, sample_action
+from .common import GraphedCall, PhaseClock, flush_denormals, resolve_precision, sample_action
 from .envs import make_vector_env, real_next_obs
 from .loop import train_loop
 from .optim import WiringAdam
@@ -187,6 +187,7 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
         act_space.seed(cfg.seed)
     actor.normalizer.update(torch.as_tensor(obs, device=device))
     updates_per_iter = max(1, round(cfg.num_envs * sc.utd))
+    clock, iterations = PhaseClock(), 0
     with train_loop(run, envs, actor, state) as loop:
         while loop.step < cfg.steps:
             if loop.step < sc.learning_starts:
@@ -194,20 +195,27 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
             else:
                 o = torch.as_tensor(obs, dtype=torch.float32, device=device)
                 actions = act_step(o, torch.randn(cfg.num_envs, act_dim, device=device)).cpu().numpy()
+            clock.lap("act")
             next_obs, rewards, terms, truncs, infos = envs.step(actions)
+            clock.lap("env")
             dones = terms | truncs
             with interrupts_held():  # replay, normaliser, step counter and learner change together
                 rb.add(obs, real_next_obs(next_obs, dones, infos), actions, rewards, terms)
                 actor.normalizer.update(torch.as_tensor(next_obs, device=device))
                 loop.advance(cfg.num_envs, rewards, dones)
                 obs = next_obs
+                clock.lap("record")
                 if loop.step > sc.learning_starts:
                     for k in range(updates_per_iter):
                         stats = update(log=(loop.step % 1000 < cfg.num_envs and k == 0))
                         if stats:
                             run.log(loop.step, **stats)
                 actor.apply_budget_(loop.step / cfg.steps)
-            if loop.step % 1000 < cfg.num_envs:  # SPS over the last 1000 steps
-                loop.report({"charts/SPS": loop.sps()})
+                clock.lap("update")
+            iterations += 1
+            if loop.step % 1000 < cfg.num_envs:  # SPS over the last 1000 steps, and where the time went
+                loop.report({"charts/SPS": loop.sps(), **clock.report(iterations)})
+                iterations = 0
             loop.checkpoint_if_due()
+            clock.lap("record")
     return actor
