@@ -212,11 +212,13 @@ def layout(obj):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_seeds_train_together_on_cuda(tmp_path):
-    """On CUDA (the update of all seeds replayed as one CUDA graph, each seed's noise from its own CUDA
-    generator): each seed's run directory has its single run's checkpoint layout and resumes alone."""
+def test_seeds_train_together_on_cuda(tmp_path, capsys):
+    """On CUDA (the update of all seeds replayed as one CUDA graph, their acting as another, each seed's
+    noise from its own CUDA generator): every graph is captured (no eager fallback), and each seed's run
+    directory has its single run's checkpoint layout and resumes alone."""
     train(tmp_path / "single2", "--steps", "300", "--seed", "2", "--device", "cuda")
     train(tmp_path / "both", "--steps", "300", "--seeds", "1,2", "--device", "cuda")
+    assert "capture failed" not in capsys.readouterr().out
     assert layout(checkpoint(tmp_path / "single2")) == layout(checkpoint(tmp_path / "both" / "seed2"))
     assert main(["train", "--out", str(tmp_path / "both" / "seed2"), "--resume", "--steps", "400",
                  "--no-progress"]) == 0
