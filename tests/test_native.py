@@ -55,6 +55,22 @@ def test_thermometer_grad_is_the_product(dims, bits, slots):
     torch.testing.assert_close(got, thermometer_wiring_grad(grad, x, bits, batched=False), rtol=1e-5, atol=1e-5)
 
 
+def test_thermometer_grad_split_over_threads_is_the_same():
+    """With --threads > 1 the dimensions are split among threads: the same bits for any count."""
+    g = torch.Generator().manual_seed(3)
+    levels = torch.randint(0, 16, (11, 64), generator=g)
+    grad_t = torch.randn(64, 300, generator=g)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = native.thermometer_grad(levels, grad_t, 15)
+        for count in (2, 3, 11):
+            torch.set_num_threads(count)
+            assert torch.equal(native.thermometer_grad(levels, grad_t, 15), one)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_order_by_slot_is_a_stable_sort():
     g = torch.Generator().manual_seed(0)
     flat = torch.unique(torch.randint(0, 40 * 30, (300,), generator=g))  # row-major entries of a 40 x 30 matrix

@@ -125,14 +125,32 @@ def efd_surface(tables: torch.Tensor, alpha: float, beta: float) -> torch.Tensor
     return surface
 
 
+@lru_cache(maxsize=None)
+def _pool(threads: int):
+    from concurrent.futures import ThreadPoolExecutor
+    return ThreadPoolExecutor(threads, thread_name_prefix="dwc-native")
+
+
 def thermometer_grad(levels: torch.Tensor, g_t: torch.Tensor, bits: int) -> torch.Tensor:
     """See ``thermometer_grad`` in lut_native.c: (dims * bits, slots) from the levels (dims, batch)
-    int64 and the gradient g_t (batch, slots)."""
+    int64 and the gradient g_t (batch, slots). With torch's threads (``--threads``) above one, the
+    observation dimensions are split among that many threads (ctypes lets go of the GIL during a call;
+    each dimension's rows are computed the same way, so the result does not depend on the split)."""
     dims, batch = levels.shape
     slots = g_t.shape[1]
     out = torch.empty(dims * bits, slots, dtype=torch.float32)
-    total = torch.empty(slots, dtype=torch.float32)
-    library().thermometer_grad(dims, bits, batch, slots, *map(_ptr, (levels, g_t, out, total)))
+    threads = min(torch.get_num_threads(), dims)
+    if threads == 1:
+        total = torch.empty(slots, dtype=torch.float32)
+        library().thermometer_grad(dims, bits, batch, slots, *map(_ptr, (levels, g_t, out, total)))
+        return out
+    cuts = [dims * t // threads for t in range(threads + 1)]
+    totals = torch.empty(threads, slots, dtype=torch.float32)  # each part sums the batch for itself
+    parts = [_pool(threads).submit(library().thermometer_grad, d1 - d0, bits, batch, slots, _ptr(levels[d0:d1]),
+                                   _ptr(g_t), _ptr(out[d0 * bits:d1 * bits]), _ptr(totals[t]))
+             for t, (d0, d1) in enumerate(zip(cuts, cuts[1:]))]
+    for part in parts:
+        part.result()
     return out
 
 
