@@ -191,7 +191,8 @@ def archive_sweep(sweep_dir: Path, dest: Path) -> dict:
         rec.pop("error", None)
     if (sweep_dir / "spec.yaml").exists() and not (dest / "spec.yaml").exists():
         shutil.copy2(sweep_dir / "spec.yaml", dest / "spec.yaml")
-    write_json(dest / "sweep.json", {**(old or state), "out": str(dest), "runs": runs})
+    spec = "spec.yaml" if (dest / "spec.yaml").exists() else (old or state)["spec"]  # the archive's own copy
+    write_json(dest / "sweep.json", {**(old or state), "spec": spec, "out": str(dest), "runs": runs})
     return {"out": str(dest), "added": added, "kept": kept, "runs": len(runs),
             "finished": sum(rec["state"] == "finished" for rec in runs.values()),
             "bytes": sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())}

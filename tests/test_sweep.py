@@ -326,6 +326,7 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
     arch = tmp_path / "archive"
     assert main(["export", str(tmp_path / "s"), "--all", "--out", str(arch)]) == 0
     assert all(is_exported(d) for d in arch.glob("runs/*/*/seed*/run"))
+    assert json.loads((arch / "sweep.json").read_text())["spec"] == "spec.yaml"  # its own copy, not this machine's
     assert not list(arch.rglob("*.v")) and not (arch / "runs/InvertedPendulum-v5/dwc/seed1/run/tb").exists()
     strip = lambda rs: sorted((dict(x, dir=None) for x in rs), key=lambda x: x["id"])
     assert strip(load_runs(arch)[1]) == strip(load_runs(tmp_path / "s")[1])
