@@ -913,6 +913,10 @@ def _add_sweep(sub):
     p.add_argument("--seeds-per-run", type=int, metavar="K",
                    help="train K seeds of a config together in one process (over the spec's resources; the same "
                         "runs either way)")
+    p.add_argument("--cpus-per-run", type=int, metavar="N",
+                   help="CPUs (and torch threads) per run, over the spec's resources: e.g. a long run given both "
+                        "cores of a 2-core machine to finish sooner (the same training; threads change only "
+                        "the summation order)")
     p.add_argument("--address", help="a running Ray cluster (auto, HOST:PORT or ray://HOST:PORT); default: a "
                                      "local engine on this machine, or RAY_ADDRESS when set")
     p.add_argument("--cpus", type=int, help="local engine: CPUs to use (default all)")
@@ -930,7 +934,7 @@ def cmd_sweep(args) -> int:
     configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
     state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args),
                   scale_down=args.scale_down, tasks=tasks, seeds=seeds, seeds_per_run=args.seeds_per_run,
-                  configs=configs)
+                  configs=configs, cpus_per_run=args.cpus_per_run)
     runs = state["runs"].values()
     failed = [r for r in runs if r["state"] == "failed"]
     if args.json:

@@ -481,12 +481,14 @@ def _part(spec: Spec, tasks: list[str] | None, seeds: list[int] | None,
 
 def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, cpus: int | None = None,
           progress: bool = True, log=print, scale_down: bool = False, tasks: list[str] | None = None,
-          seeds: list[int] | None = None, seeds_per_run: int | None = None, configs: list[str] | None = None) -> dict:
+          seeds: list[int] | None = None, seeds_per_run: int | None = None, configs: list[str] | None = None,
+          cpus_per_run: int | None = None) -> dict:
     """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state.
     ``scale_down``: the spec with its scale_down section applied (default folder sweeps/SPEC-NAME-scale-down).
     ``tasks``/``seeds``/``configs``: run only the spec's runs of these (a part now, the rest later, into the
     same folder);
-    ``seeds_per_run``: over the spec's resources (where runs go, not what they compute)."""
+    ``seeds_per_run``, ``cpus_per_run``: over the spec's resources (where runs go and how many threads
+    they use, not what they compute)."""
     import shutil
 
     spec = load_spec(spec_path, scale_down=scale_down)
@@ -496,6 +498,10 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
         if seeds_per_run < 1:
             raise UserError(f"--seeds-per-run must be >= 1, got {seeds_per_run}")
         spec.resources["seeds_per_run"] = seeds_per_run
+    if cpus_per_run is not None:
+        if cpus_per_run < 1:
+            raise UserError(f"--cpus-per-run must be >= 1, got {cpus_per_run}")
+        spec.resources["cpus_per_run"] = cpus_per_run
     out = Path(out) if out else Path("sweeps") / (spec_path.stem + "-scale-down" * scale_down)
     jobs = spec.jobs(out.resolve())
     unfinished = [j for j in jobs if not j.finished()]

@@ -461,6 +461,11 @@ def test_part_of_a_spec_runs_now_and_the_rest_stays_to_do(tmp_path, monkeypatch)
     # the same from the command line: one line, no traceback
     assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--seeds", "1-3"]) == 2
     assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--seeds-per-run", "0"]) == 2
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--cpus-per-run", "0"]) == 2
+    # more threads per run is placement, not another run: the finished run stays finished
+    state = sw.sweep(spec, tmp_path / "out", progress=False, log=said.append, tasks=["InvertedPendulum-v5"], seeds=[1],
+                     cpus_per_run=2)
+    assert not started and state["runs"]["InvertedPendulum-v5/a/seed1"]["state"] == "finished"
     with pytest.raises(UserError, match=r"--configs b: not among the spec's configs \(a\)"):
         sw.sweep(spec, tmp_path / "out", progress=False, log=said.append, configs=["b"])
     state = sw.sweep(spec, tmp_path / "out", progress=False, log=said.append, configs=["a"], seeds=[1],
