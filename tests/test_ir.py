@@ -196,6 +196,25 @@ def test_fast_executor_cache_is_per_cpu(tmp_path, monkeypatch):
     assert fast.build(src) != here and len(list((tmp_path / "fast").glob("*.so"))) == 2
 
 
+def test_fast_build_removes_long_unused_libraries(tmp_path, monkeypatch):
+    """Each circuit and kernel version caches its own library: building one removes those unused for
+    UNUSED_DAYS; a library in use has its time renewed and stays."""
+    import os
+    import time
+    from dwc.ir import fast
+    monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
+    used = fast.build("int used(void) { return 1; }\n")
+    stale, recent = tmp_path / "fast" / "dwc_stale.so", tmp_path / "fast" / "dwc_recent.so"
+    stale.write_bytes(b""), recent.write_bytes(b"")
+    old = time.time() - (fast.UNUSED_DAYS + 1) * 86400
+    for f in (stale, used):
+        os.utime(f, (old, old))
+    assert fast.build("int used(void) { return 1; }\n") == used  # in use again: renewed, nothing built
+    assert stale.exists()
+    fast.build("int other(void) { return 2; }\n")  # a new library: the stale one goes
+    assert not stale.exists() and recent.exists() and used.exists()
+
+
 def test_onnx_export_matches_the_reference(shipped, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     actor, cfg, _ = shipped

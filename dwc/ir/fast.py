@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -150,12 +151,32 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+UNUSED_DAYS = 30  # a cached library not used for this long is removed when another one is built
+
+
+def _prune(cache: Path, keep: Path) -> None:
+    """Every circuit and every version of the kernels has its own library: those not used for
+    UNUSED_DAYS (their modification time, renewed on each use) go, so the cache does not grow forever."""
+    cutoff = time.time() - UNUSED_DAYS * 86400
+    for old in cache.glob("dwc_*.so"):
+        try:
+            if old != keep and old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:  # another process removed it, or a cache shared read-only
+            pass
+
+
 def build(src: str, cc: str = "cc", flags: tuple[str, ...] = ("-O2",)) -> Path:
     """The shared library of C source ``src`` built with ``cc``, ``flags`` and ``-march=native``, cached
     by all of them and this CPU (:func:`_cpu_key`); parallel builders share one file."""
     key = hashlib.sha256(f"{cc}\n{' '.join(flags)}\n{_cpu_key()}\n{src}".encode()).hexdigest()[:20]
     so = _cache_dir() / f"dwc_{key}.so"
-    if not so.exists():
+    if so.exists():
+        try:
+            os.utime(so)  # used now: kept by _prune
+        except OSError:
+            pass
+    else:
         with tempfile.TemporaryDirectory(dir=so.parent) as tmp:  # beside it: os.replace cannot cross file systems
             c_file, tmp_so = Path(tmp) / "source.c", Path(tmp) / "lib.so"
             c_file.write_text(src)
@@ -164,6 +185,7 @@ def build(src: str, cc: str = "cc", flags: tuple[str, ...] = ("-O2",)) -> Path:
             if res.returncode:
                 raise RuntimeError(f"C compiler failed: {res.stderr.strip()[:500]}")
             os.replace(tmp_so, so)  # atomic: concurrent builders never see a partial file
+        _prune(so.parent, so)
     return so
 
 
