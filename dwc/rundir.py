@@ -8,6 +8,7 @@ config and metrics that the CLI, sweeps and reports use (dwc.rl.run writes them 
     RUN/eval.json          the final deterministic evaluation
     RUN/commands.txt       every command line that trained this run (one per leg: start, resumes)
     RUN/legs.json          per leg, the device and precision it resolved (--precision/--device auto)
+                           and the dwc code that ran it (:func:`code_version`)
 """
 from __future__ import annotations
 
@@ -21,8 +22,29 @@ from pathlib import Path
 
 from .config import CONFIG, load_config
 
-__all__ = ["CHECKPOINT", "COMMANDS", "CONFIG", "LEGS", "METRICS", "atomic_write_bytes", "episode_returns",
-           "load_config", "read_metrics", "replaces_outputs", "write_json", "write_text"]
+@functools.lru_cache(maxsize=1)
+def code_version() -> dict:
+    """Which dwc is running: its version, the folder it was imported from and, in a git checkout, the
+    commit and whether the package had uncommitted changes; recorded per training leg (legs.json) so
+    that every figure can be traced to the code that trained it."""
+    import subprocess
+    from . import __version__
+    pkg = Path(__file__).resolve().parent
+    out = {"version": __version__, "path": str(pkg)}
+    git = ["git", "-C", str(pkg)]
+    try:
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode == 0:
+            changes = subprocess.run([*git, "status", "--porcelain", "--", "."], capture_output=True, text=True,
+                                     timeout=10)
+            out.update(commit=head.stdout.strip(), uncommitted_changes=bool(changes.stdout.strip()))
+    except (OSError, subprocess.TimeoutExpired):  # no git, or a slow file system: version and path only
+        pass
+    return out
+
+
+__all__ = ["CHECKPOINT", "COMMANDS", "CONFIG", "LEGS", "METRICS", "atomic_write_bytes", "code_version",
+           "episode_returns", "load_config", "read_metrics", "replaces_outputs", "write_json", "write_text"]
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"

@@ -202,6 +202,10 @@ def test_a_torn_metrics_line_does_not_stop_resume(tmp_path):
     legs = json.loads((run / "legs.json").read_text())  # what each leg resolved (--precision auto)
     assert [leg["from_step"] for leg in legs] == [0, 200] and {leg["precision"] for leg in legs} <= {"float32",
                                                                                                      "bfloat16"}
+    import dwc
+    code = legs[-1]["code"]  # the code that trained the leg: this checkout's commit, where there is one
+    assert code["version"] == dwc.__version__ and code["path"] == str(Path(dwc.__file__).resolve().parent)
+    assert len(code.get("commit", "x" * 40)) == 40
 
 
 def test_cli_errors_on_damaged_runs(tmp_path):
