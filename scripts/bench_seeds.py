@@ -44,6 +44,8 @@ import threading
 import time
 from pathlib import Path
 
+from dwc.rundir import read_metrics  # no torch: this process only starts and times the training ones
+
 WARMUP = 1000  # update-phase steps not timed (one SPS window)
 TARGETS = {4: 1.2}  # aggregate env-steps/s together / separate, at K = 4 on a CPU
 
@@ -82,21 +84,25 @@ def train_args(args, out: Path, threads: int) -> list[str]:
     return words
 
 
-def update_rate(run: Path, args) -> float | None:
-    """Env-steps/s of one run over its timed windows (total steps / total time of equal windows);
-    None when the run is too short to have one."""
-    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    rates = [r["charts/SPS"] for r in recs if "charts/SPS" in r and r["step"] > args.learning_starts + WARMUP]
+def timed_windows(run: Path, args) -> list[dict]:
+    """The run's metrics records of its timed windows (one "charts/SPS" record per 1000 steps, past the
+    warm-up after --learning-starts)."""
+    return [r for r in read_metrics(run / "metrics.jsonl")
+            if "charts/SPS" in r and r["step"] > args.learning_starts + WARMUP]
+
+
+def update_rate(windows: list[dict]) -> float | None:
+    """Env-steps/s over the timed windows (total steps / total time of equal windows); None when the
+    run is too short to have one."""
+    rates = [r["charts/SPS"] for r in windows]
     return len(rates) / sum(1.0 / r for r in rates) if rates else None
 
 
-def phase_times(run: Path, args) -> dict:
-    """The run's ms per loop iteration in each phase (time/*: acting, env steps, recording, update) over
-    the same windows as :func:`update_rate`."""
-    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    recs = [r for r in recs if "charts/SPS" in r and r["step"] > args.learning_starts + WARMUP]
-    keys = sorted({key for r in recs for key in r if key.startswith("time/")})
-    return {key.removeprefix("time/").removesuffix("_ms"): statistics.mean(r.get(key, 0.0) for r in recs)
+def phase_times(windows: list[dict]) -> dict:
+    """ms per loop iteration in each phase (time/*: acting, env steps, recording, update) over the
+    same windows."""
+    keys = sorted({key for r in windows for key in r if key.startswith("time/")})
+    return {key.removeprefix("time/").removesuffix("_ms"): statistics.mean(r.get(key, 0.0) for r in windows)
             for key in keys}
 
 
@@ -152,8 +158,9 @@ def measure(args, k: int, mode: str, tmp: Path) -> dict:
     training = max(ended.values()) - min(started.values())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    rates = [update_rate(folder / f"seed{s}", args) for s in range(1, k + 1)]
-    per_seed = [phase_times(folder / f"seed{s}", args) for s in range(1, k + 1)]
+    windows = [timed_windows(folder / f"seed{s}", args) for s in range(1, k + 1)]
+    rates = [update_rate(w) for w in windows]
+    per_seed = [phase_times(w) for w in windows]
     phases = {key: statistics.mean(p[key] for p in per_seed if key in p) for key in sorted(set().union(*per_seed))}
     steps = k * (args.learning_starts + args.measure_steps)
     agg = sum(rates) if None not in rates else None

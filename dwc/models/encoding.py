@@ -7,6 +7,19 @@ from torch import nn
 CLIP = 10.0
 
 
+def running_stats(mean: torch.Tensor, var: torch.Tensor, count: torch.Tensor,
+                  x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(mean, var, count) after the rows of ``x`` (its second-to-last dimension), by Chan et al.'s
+    parallel update: exact for any split of the stream into batches. Element-wise, so statistics
+    stacked on leading dimensions (several normalisers, ``count`` shaped (..., 1)) update as one."""
+    batch_mean, batch_var, n = x.mean(-2), x.var(-2, unbiased=False), x.shape[-2]
+    delta = batch_mean - mean
+    total = count + n
+    new_mean = mean + delta * n / total
+    new_var = (var * count + batch_var * n + delta.square() * count * n / total) / total
+    return new_mean, new_var, total
+
+
 class ObsNormalizer(nn.Module):
     """Running mean/variance normaliser, ``clip((x - mu) / sigma, -10, 10)``.
 
@@ -26,15 +39,8 @@ class ObsNormalizer(nn.Module):
     def update(self, x: torch.Tensor) -> None:
         if bool(self.frozen):
             return
-        x = x.reshape(-1, self.mean.numel()).to(self.mean)
-        batch_mean, batch_var, n = x.mean(0), x.var(0, unbiased=False), x.shape[0]
-        # Chan et al. parallel update: exact for any split of the stream into batches.
-        delta = batch_mean - self.mean
-        total = self.count + n
-        self.mean += delta * n / total
-        m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total
-        self.var.copy_(m2 / total)
-        self.count.copy_(total)
+        stats = running_stats(self.mean, self.var, self.count, x.reshape(-1, self.mean.numel()).to(self.mean))
+        torch._foreach_copy_([self.mean, self.var, self.count], list(stats))
 
     def freeze(self) -> None:
         self.frozen.fill_(True)

@@ -42,7 +42,6 @@ import threading
 from pathlib import Path
 
 import gymnasium as gym
-
 import numpy as np
 import torch
 from torch import nn
@@ -51,7 +50,7 @@ from ..config import TrainConfig
 from ..errors import UserError, interrupts_held
 from ..models import build_actor
 from ..models.actors import MLPActor
-from ..models.encoding import CLIP
+from ..models.encoding import CLIP, running_stats
 from ..rundir import write_json
 from ..seeds import SUMMARY, check_together
 from .common import (GraphedCall, PhaseClock, flush_denormals, keep_freed_memory, resolve_device, resolve_precision,
@@ -95,19 +94,14 @@ class SeedActors:
 
     @torch.no_grad()
     def update_normalizers(self, obs: torch.Tensor) -> None:
-        """ObsNormalizer.update for every seed at once, ``obs`` (K, n, obs): the same element-wise
-        Chan update on the seeds' statistics stacked, written back with one multi-tensor copy (K
+        """ObsNormalizer.update for every seed at once, ``obs`` (K, n, obs): its update
+        (:func:`~dwc.models.encoding.running_stats`) on the seeds' statistics stacked, written back
+        with one multi-tensor copy (K
         separate updates are a dozen kernel launches each, and a host sync each for the frozen flag;
         a normaliser is only frozen after training, which :func:`train_seeds` checks once)."""
         norms = [a.normalizer for a in self.actors]
         mean, var, count = (torch.stack([getattr(n, f) for n in norms]) for f in ("mean", "var", "count"))
-        x = obs.to(mean)
-        batch_mean, batch_var, n = x.mean(1), x.var(1, unbiased=False), x.shape[1]
-        delta = batch_mean - mean
-        total = (count + n).unsqueeze(1)
-        count = count.unsqueeze(1)
-        new_mean = mean + delta * n / total
-        new_var = (var * count + batch_var * n + delta.square() * count * n / total) / total
+        new_mean, new_var, total = running_stats(mean, var, count.unsqueeze(1), obs.to(mean))
         torch._foreach_copy_([t for nm in norms for t in (nm.mean, nm.var, nm.count)],
                              [t for k in range(self.k) for t in (new_mean[k], new_var[k], total[k, 0])])
 
