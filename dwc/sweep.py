@@ -456,6 +456,11 @@ def _start_ray(address: str | None, cpus: int | None):
         import ray
     except ImportError:
         raise UserError("dwc sweep runs on Ray: pip install 'dwc[sweep]' (or pip install ray)") from None
+    # Ray puts the driver's working folder first on its workers' import path: a sweep started from
+    # another dwc source folder would train with that code. Started from the folder that holds this
+    # dwc, the workers import the code the sweep was started with (legs.json records it per run).
+    here = os.getcwd()
+    os.chdir(Path(__file__).resolve().parent.parent)
     try:
         if address:  # a running cluster: it brings its own resources
             ray.init(address=address, logging_level="WARNING", log_to_driver=False)
@@ -464,6 +469,8 @@ def _start_ray(address: str | None, cpus: int | None):
                      log_to_driver=False, object_store_memory=100 * 2**20)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise UserError(f"cannot start Ray{' at ' + address if address else ''}: {str(e).splitlines()[0]}") from None
+    finally:
+        os.chdir(here)
     return ray, address or "local"
 
 

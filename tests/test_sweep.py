@@ -383,6 +383,30 @@ configs: {{dwc: {{policy: dwc}}}}
         head_log.close()
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # ~10 s: a local engine and one task
+def test_workers_import_the_dwc_the_sweep_was_started_with(tmp_path, monkeypatch):
+    """Ray puts the driver's working folder first on its workers' import path. A sweep started from a
+    folder holding another dwc (an older checkout) still trains with its own."""
+    import dwc
+    from dwc.sweep import _start_ray
+
+    def imported_dwc() -> str:  # a local function: Ray sends it by value, the worker imports dwc itself
+        import dwc
+        return dwc.__file__
+
+    other = tmp_path / "old-checkout"
+    (other / "dwc").mkdir(parents=True)
+    (other / "dwc" / "__init__.py").write_text("")
+    monkeypatch.chdir(other)
+    ray, _ = _start_ray(None, 1)
+    try:
+        assert Path.cwd() == other  # the driver's own folder is left as it was
+        assert ray.get(ray.remote(imported_dwc).remote(), timeout=120) == dwc.__file__
+    finally:
+        ray.shutdown()
+
+
 def test_a_finished_run_stays_finished_when_dwc_gains_a_config_field(tmp_path):
     """A run is identified by its directory's config.json, read with today's defaults: results
     written before a new option existed are still recognised; a changed option is not."""
