@@ -55,6 +55,26 @@ def test_thermometer_grad_is_the_product(dims, bits, slots):
     torch.testing.assert_close(got, thermometer_wiring_grad(grad, x, bits, batched=False), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("slots", [64, 200])  # whole chunks of 64 slots, and a rest
+def test_thermometer_grad_sums_in_the_histogram_order(slots):
+    """The same bits as a histogram of the gradient rows by level (samples in batch order), its running
+    sum from the top level down, then 2 x that - the batch's total (summed sample by sample)."""
+    g = torch.Generator().manual_seed(slots)
+    bits, batch = 15, 96
+    levels = torch.randint(0, bits + 1, (7, batch), generator=g)
+    grad_t = torch.randn(batch, slots, generator=g)
+    hist = torch.zeros(7, bits + 1, slots)
+    for d in range(7):
+        for b in range(batch):
+            hist[d, levels[d, b]] += grad_t[b]
+    for m in range(bits - 1, 0, -1):
+        hist[:, m] += hist[:, m + 1]
+    total = torch.zeros(slots)
+    for b in range(batch):
+        total += grad_t[b]
+    assert torch.equal(native.thermometer_grad(levels, grad_t, bits), (2 * hist[:, 1:] - total).reshape(7 * bits, slots))
+
+
 def test_thermometer_grad_split_over_threads_is_the_same():
     """With --threads > 1 the dimensions are split among threads: the same bits for any count."""
     g = torch.Generator().manual_seed(3)

@@ -409,39 +409,80 @@ int efd_surface(int64_t luts, int64_t n, const float *tables, float alpha, float
 /* The gradient of every candidate score of a first layer over thermometer codes (dwc/models/lut.py,
  * thermometer_wiring_grad): out[d * bits + j, s] = sum over b of (2 [level[d, b] > j] - 1) g_t[b, s],
  * for dims observation dimensions of bits thresholds each, the batch's levels (0..bits) and the
- * gradient g_t (batch x slots) at the selected bits. Per dimension: each sample's gradient row added
- * to its level's row (level 0 adds to none: it sets no bit), a running sum from the top level down,
- * then 2 x that - the batch's total. Done for a block of slots at a time, so that block of g_t stays
- * in cache across all dimensions. */
-void thermometer_grad(int64_t dims, int64_t bits, int64_t batch, int64_t slots, const int64_t *levels,
-                      const float *g_t, float *out, float *total)
+ * gradient g_t (batch x slots) at the selected bits. Per dimension: the sum of the gradient rows of the
+ * samples at each level, a running sum of those from the top level down (the samples whose bit j is
+ * set), then 2 x that - the batch's total. The samples are first ordered by level (a stable counting
+ * sort), so for CHUNK slots at a time both sums stay in registers: one load per sample and slot and one
+ * store per output entry, where summing into rows in memory costs two loads and a store (the same
+ * additions in the same order: the same bits; ~1.4x faster at Humanoid's 348 x 15 thresholds x 1536 slots).
+ * The CHUNK slots of every sample stay in cache across all dimensions. Returns -1 if out of memory. */
+typedef float lanes_t __attribute__((vector_size(LANES * sizeof(float)))); /* 16: one AVX-512 register */
+enum { VECS = 4, CHUNK = LANES * VECS }; /* 4 independent sums hide the adds' latency */
+
+static inline lanes_t load_lanes(const float *p)
 {
-    enum { BLOCK = 256 };
+    lanes_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+int thermometer_grad(int64_t dims, int64_t bits, int64_t batch, int64_t slots, const int64_t *levels,
+                     const float *g_t, float *out, float *total)
+{
+    /* per dimension: its samples by level, then where each level starts (levels + 2 entries) */
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)(dims * (batch + bits + 2)));
+    if (!order)
+        return -1;
     memset(total, 0, sizeof(float) * (size_t)slots);
     for (int64_t b = 0; b < batch; b++)
         for (int64_t s = 0; s < slots; s++)
             total[s] += g_t[b * slots + s];
-    for (int64_t s0 = 0; s0 < slots; s0 += BLOCK) {
-        const int64_t width = slots - s0 < BLOCK ? slots - s0 : BLOCK;
+    for (int64_t d = 0; d < dims; d++) {
+        const int64_t *level = levels + d * batch;
+        int32_t *by_level = order + d * (batch + bits + 2), *start = by_level + batch;
+        memset(start, 0, sizeof(int32_t) * (size_t)(bits + 2));
+        for (int64_t b = 0; b < batch; b++)
+            start[level[b] + 1]++;
+        for (int64_t l = 1; l <= bits + 1; l++)
+            start[l] += start[l - 1];
+        for (int64_t b = 0; b < batch; b++) /* start[l] moves to the end of level l */
+            by_level[start[level[b]]++] = (int32_t)b;
+        for (int64_t l = bits; l > 0; l--)
+            start[l] = start[l - 1];
+        start[0] = 0; /* now level l is by_level[start[l] .. start[l + 1]) */
+    }
+    int64_t c = 0;
+    for (; c + CHUNK <= slots; c += CHUNK) /* CHUNK slots of every sample stay in cache across the dimensions */
         for (int64_t d = 0; d < dims; d++) {
-            float *h = out + d * bits * slots + s0; /* row j: the samples at level j + 1, then at level > j */
-            for (int64_t j = 0; j < bits; j++)
-                memset(h + j * slots, 0, sizeof(float) * (size_t)width);
-            for (int64_t b = 0; b < batch; b++) {
-                const int64_t level = levels[d * batch + b];
-                if (level > 0) {
-                    float *row = h + (level - 1) * slots;
-                    const float *g = g_t + b * slots + s0;
-                    for (int64_t s = 0; s < width; s++)
-                        row[s] += g[s];
+            const int32_t *by_level = order + d * (batch + bits + 2), *start = by_level + batch;
+            float *rows = out + d * bits * slots + c; /* row j: the samples with bit j set, level > j */
+            lanes_t above[VECS] = {{0}};
+            for (int64_t l = bits; l > 0; l--) {
+                lanes_t at[VECS] = {{0}};
+                for (int32_t i = start[l]; i < start[l + 1]; i++) {
+                    const float *g = g_t + by_level[i] * slots + c;
+                    for (int v = 0; v < VECS; v++)
+                        at[v] += load_lanes(g + v * LANES);
+                }
+                for (int v = 0; v < VECS; v++) {
+                    above[v] = at[v] + above[v];
+                    lanes_t r = 2.0f * above[v] - load_lanes(total + c + v * LANES);
+                    memcpy(rows + (l - 1) * slots + v * LANES, &r, sizeof r);
                 }
             }
-            for (int64_t j = bits - 2; j >= 0; j--)
-                for (int64_t s = 0; s < width; s++)
-                    h[j * slots + s] += h[(j + 1) * slots + s];
-            for (int64_t j = 0; j < bits; j++)
-                for (int64_t s = 0; s < width; s++)
-                    h[j * slots + s] = 2.0f * h[j * slots + s] - total[s0 + s];
         }
-    }
+    for (; c < slots; c++) /* the slots left over, one at a time */
+        for (int64_t d = 0; d < dims; d++) {
+            const int32_t *by_level = order + d * (batch + bits + 2), *start = by_level + batch;
+            float above = 0.0f;
+            for (int64_t l = bits; l > 0; l--) {
+                float at = 0.0f;
+                for (int32_t i = start[l]; i < start[l + 1]; i++)
+                    at += g_t[by_level[i] * slots + c];
+                above = at + above;
+                out[(d * bits + l - 1) * slots + c] = 2.0f * above - total[c];
+            }
+        }
+    free(order);
+    return 0;
 }

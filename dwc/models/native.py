@@ -51,7 +51,7 @@ def library() -> ctypes.CDLL | None:
     lib.efd_surface.argtypes = [i64, i64, ptr, f32, f32, ptr]
     lib.lut_forward_bits.restype = ctypes.c_int
     lib.lut_forward_bits.argtypes = [i64, i64, i64] + [ptr] * 4
-    lib.thermometer_grad.restype = None
+    lib.thermometer_grad.restype = ctypes.c_int
     lib.thermometer_grad.argtypes = [i64, i64, i64, i64] + [ptr] * 4
     lib.order_by_slot.restype = None
     lib.order_by_slot.argtypes = [i64, i64] + [ptr] * 5
@@ -142,15 +142,16 @@ def thermometer_grad(levels: torch.Tensor, g_t: torch.Tensor, bits: int) -> torc
     threads = min(torch.get_num_threads(), dims)
     if threads == 1:
         total = torch.empty(slots, dtype=torch.float32)
-        library().thermometer_grad(dims, bits, batch, slots, *map(_ptr, (levels, g_t, out, total)))
-        return out
-    cuts = [dims * t // threads for t in range(threads + 1)]
-    totals = torch.empty(threads, slots, dtype=torch.float32)  # each part sums the batch for itself
-    parts = [_pool(threads).submit(library().thermometer_grad, d1 - d0, bits, batch, slots, _ptr(levels[d0:d1]),
-                                   _ptr(g_t), _ptr(out[d0 * bits:d1 * bits]), _ptr(totals[t]))
-             for t, (d0, d1) in enumerate(zip(cuts, cuts[1:]))]
-    for part in parts:
-        part.result()
+        codes = [library().thermometer_grad(dims, bits, batch, slots, *map(_ptr, (levels, g_t, out, total)))]
+    else:
+        cuts = [dims * t // threads for t in range(threads + 1)]
+        totals = torch.empty(threads, slots, dtype=torch.float32)  # each part sums the batch for itself
+        parts = [_pool(threads).submit(library().thermometer_grad, d1 - d0, bits, batch, slots, _ptr(levels[d0:d1]),
+                                       _ptr(g_t), _ptr(out[d0 * bits:d1 * bits]), _ptr(totals[t]))
+                 for t, (d0, d1) in enumerate(zip(cuts, cuts[1:]))]
+        codes = [part.result() for part in parts]
+    if any(codes):
+        raise MemoryError("thermometer_grad: out of memory")
     return out
 
 
