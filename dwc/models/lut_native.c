@@ -452,7 +452,7 @@ int thermometer_grad(int64_t dims, int64_t bits, int64_t batch, int64_t slots, c
         start[0] = 0; /* now level l is by_level[start[l] .. start[l + 1]) */
     }
     int64_t c = 0;
-    for (; c + CHUNK <= slots; c += CHUNK) /* CHUNK slots of every sample stay in cache across the dimensions */
+    for (; c + CHUNK <= slots; c += CHUNK)
         for (int64_t d = 0; d < dims; d++) {
             const int32_t *by_level = order + d * (batch + bits + 2), *start = by_level + batch;
             float *rows = out + d * bits * slots + c; /* row j: the samples with bit j set, level > j */
