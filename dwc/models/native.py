@@ -43,6 +43,8 @@ def library() -> ctypes.CDLL | None:
     lib.lazy_adam.argtypes = [i64] + [ptr] * 5 + [f32] * 7 + [ctypes.c_int, ptr]
     lib.band_refresh.restype = None
     lib.band_refresh.argtypes = [i64, ptr, ptr, i64, ptr, ptr]
+    lib.block_max.restype = None
+    lib.block_max.argtypes = [i64, i64, i64, ptr, ptr]
     lib.slot_max.restype = None
     lib.slot_max.argtypes = [i64, i64, ptr, ptr, ptr]
     lib.near_entries.restype = i64
@@ -94,6 +96,14 @@ def band_refresh(band_flat: torch.Tensor, values: torch.Tensor, changed: torch.T
     sorted flat positions ``changed`` meet the band's ``band_flat``."""
     library().band_refresh(len(band_flat), _ptr(band_flat), _ptr(values), len(changed), _ptr(changed),
                            _ptr(changed_values))
+
+
+def block_max(w: torch.Tensor, block: int) -> torch.Tensor:
+    """See ``block_max`` in lut_native.c: (ceil(rows / block), cols), each column's maximum in each block of rows."""
+    rows, cols = w.shape
+    out = torch.empty(-(-rows // block), cols, dtype=w.dtype)
+    library().block_max(rows, cols, block, _ptr(w), _ptr(out))
+    return out
 
 
 def slot_max(values: torch.Tensor, slot: torch.Tensor, slots: int) -> torch.Tensor:
