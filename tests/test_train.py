@@ -89,6 +89,41 @@ def test_sac_is_reproducible_on_cpu(tmp_path):
         json.loads((tmp_path / "b" / "eval.json").read_text())["returns"]
 
 
+def _stop_at(run: Path, args: list[str], signum: int, after: int) -> int:
+    """Start ``dwc train`` in a process, send it ``signum`` once it logged a step past ``after``; the step
+    its checkpoint then holds."""
+    proc = subprocess.Popen([sys.executable, "-m", "dwc"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if (run / "checkpoint.pt").exists() and (run / "metrics.jsonl").exists() and \
+                max((m["step"] for m in metrics(run)), default=0) > after:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be stopped"
+    proc.send_signal(signum)
+    proc.communicate(timeout=120)
+    return torch.load(run / "checkpoint.pt", weights_only=False)["step"]
+
+
+@pytest.mark.parametrize("algo,signum", [("sac", signal.SIGTERM), ("sac", signal.SIGKILL), ("ppo", signal.SIGTERM)])
+def test_a_stopped_run_resumes_exactly(tmp_path, algo, signum):
+    """Stopped anywhere (SIGTERM: a checkpoint at that step; SIGKILL: back to the last periodic one) and
+    resumed, a run ends bit for bit where the same run left alone ends: the episodes in flight at the
+    checkpoint go on (their returns are logged whole), and no random stream draws anything twice."""
+    from test_multiseed import differences
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    assert main(small_args(whole, algo, steps=1000)) == 0
+    at = _stop_at(stopped, small_args(stopped, algo, steps=1000), signum, after=450)
+    assert 200 <= at < 1000
+    assert main(["train", "--out", str(stopped), "--resume", "--no-progress"]) == 0
+    a, b = (torch.load(r / "checkpoint.pt", weights_only=False) for r in (whole, stopped))
+    assert differences(a, b) == []
+    returns = [[(m["step"], m["charts/episodic_return"]) for m in metrics(r) if "charts/episodic_return" in m]
+               for r in (whole, stopped)]
+    assert len(returns[0]) > 5 and returns[0] == returns[1]
+    assert json.loads((whole / "eval.json").read_text()) == json.loads((stopped / "eval.json").read_text())
+
+
 def test_killed_run_resumes_with_nothing_lost(tmp_path):
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "dwc"] + small_args(run, steps=1200)

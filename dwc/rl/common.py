@@ -154,6 +154,13 @@ class EpisodeTracker:
             run.log(step, **{"charts/episodic_return": self.ret[i], "charts/episodic_length": self.len[i]})
             self.ret[i], self.len[i] = 0.0, 0
 
+    def state_dict(self) -> dict:
+        return {"ret": self.ret.copy(), "len": self.len.copy(), "recent": list(self.recent), "episodes": self.episodes}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.ret, self.len = s["ret"].copy(), s["len"].copy()
+        self.recent, self.episodes = list(s["recent"]), s["episodes"]
+
     def postfix(self, sps: float) -> dict:
         return {"sps": f"{sps:.0f}", "ret": f"{np.mean(self.recent):.1f}" if self.recent else "-"}
 

@@ -1,5 +1,9 @@
-"""Gymnasium environments: validation with clear errors, vectorised construction, seeding."""
+"""Gymnasium environments: validation with clear errors, vectorised construction, seeding, and the
+state a checkpoint keeps of them so that a resumed run continues its episodes exactly."""
 from __future__ import annotations
+
+import copy
+import pickle
 
 import gymnasium as gym
 import numpy as np
@@ -16,8 +20,11 @@ def _mujoco_warning(message: str) -> None:
 
 try:
     import mujoco
+except ImportError:  # no MuJoCo: other Gymnasium tasks only
+    mujoco = None
+try:
     mujoco.set_mju_user_warning(_mujoco_warning)
-except (ImportError, AttributeError):  # no MuJoCo (other Gymnasium tasks), or bindings without the hook
+except AttributeError:  # no MuJoCo, or bindings without the hook
     pass
 
 
@@ -47,8 +54,96 @@ def make_vector_env(env_id: str, num_envs: int) -> gym.vector.SyncVectorEnv:
     observation and the true final one in ``info["final_obs"]``, so no transition is wasted.
     """
     check_env_id(env_id).close()
-    return gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * num_envs,
+    return gym.vector.SyncVectorEnv([lambda: Resumable(gym.make(env_id))] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+_PLAIN = (bool, int, float, str, type(None), np.ndarray, np.generic)
+
+
+def _layers(env: gym.Env):
+    """The env and every wrapper around it, outermost first."""
+    while True:
+        yield env
+        if not isinstance(env, gym.Wrapper):
+            return
+        env = env.env
+
+
+class Resumable(gym.Wrapper):
+    """A training env whose whole state can be read and restored (``checkpoint_state``, also through a
+    vector env's ``get_attr``/``set_attr``, in worker processes too), so that a checkpoint keeps the
+    episodes in flight and a resumed run continues them where they were, bit for bit.
+
+    The state of the env and of each wrapper under this one: their plain attributes (TimeLimit's step
+    count, a classic-control env's physics state, flags), the env's random generator (it draws the
+    next episode's start), and a MuJoCo env's whole ``MjData``. All of it, not only qpos and qvel: the
+    next step also reads the constraint solver's warm start, and the rewards read positions that
+    MuJoCo computed before the last step's integration (Humanoid's centre of mass), which no state
+    vector holds."""
+
+    @property
+    def checkpoint_state(self) -> list[dict]:
+        state = []
+        for layer in _layers(self.env):
+            attrs = vars(layer)
+            s = {"type": type(layer).__name__,
+                 "attrs": {k: copy.deepcopy(v) for k, v in attrs.items() if isinstance(v, _PLAIN)}}
+            if isinstance(attrs.get("_np_random"), np.random.Generator):
+                s["np_random"] = attrs["_np_random"].bit_generator.state
+            if mujoco is not None and isinstance(attrs.get("data"), mujoco.MjData):
+                data = copy.copy(attrs["data"])
+                for timer in data.timer:  # wall-clock profiling, not physics: equal runs, equal checkpoints
+                    timer.duration, timer.number = 0.0, 0
+                s["mjdata"] = pickle.dumps(data)
+            state.append(s)
+        return state
+
+    @checkpoint_state.setter
+    def checkpoint_state(self, state: list[dict]) -> None:
+        layers = list(_layers(self.env))
+        if [type(layer).__name__ for layer in layers] != [s["type"] for s in state]:
+            raise ValueError("the checkpoint's environment has other wrappers than this one")
+        for layer, s in zip(layers, state):
+            for k, v in s["attrs"].items():
+                setattr(layer, k, copy.deepcopy(v))
+            if "np_random" in s:  # a new generator of the saved kind (an env never reset has none yet)
+                layer._np_random = np.random.Generator(getattr(np.random, s["np_random"]["bit_generator"])())
+                layer._np_random.bit_generator.state = s["np_random"]
+            if "mjdata" in s:
+                mujoco.mj_copyData(layer.data, layer.model, pickle.loads(s["mjdata"]))
+
+
+ENV_STATE = "checkpoint_state"  # Resumable's, read and set through a vector env's get_attr / set_attr
+
+
+def episodes_state(envs, obs: np.ndarray, space: gym.Space | None, tracker) -> dict:
+    """What a checkpoint keeps of the episodes in flight: every env's state (:class:`Resumable`), the
+    observations acted on next, the returns summed so far (``tracker``, a
+    :class:`~dwc.rl.common.EpisodeTracker`) and the random stream of ``space``, the action space that
+    draws SAC's first (random) actions (None where nothing samples from it).
+    ``envs``: a vector env of Resumable envs, or anything with its ``get_attr``."""
+    return {"envs": list(envs.get_attr(ENV_STATE)), "obs": np.array(obs, copy=True), "returns": tracker.state_dict(),
+            "action_space": None if space is None else copy.deepcopy(space.np_random.bit_generator.state)}
+
+
+def resume_episodes(checkpoint: dict | None, envs, space: gym.Space | None, tracker) -> np.ndarray | None:
+    """Restore :func:`episodes_state` from a checkpoint and return the observations to act on; None when
+    there is nothing to restore (a new run, or a checkpoint written before dwc kept episodes) or these
+    envs cannot take it (a note says why): the caller then starts fresh episodes."""
+    saved = (checkpoint or {}).get("episodes")
+    if saved is None:
+        return None
+    try:
+        envs.set_attr(ENV_STATE, saved["envs"])
+    except (ValueError, TypeError, KeyError, RuntimeError, pickle.UnpicklingError) as e:
+        print(f"note: the checkpoint's episodes cannot be restored here ({type(e).__name__}: "
+              f"{str(e).splitlines()[0][:120] if str(e) else ''}); the resumed run starts fresh episodes", flush=True)
+        return None
+    if space is not None:
+        space.np_random.bit_generator.state = saved["action_space"]
+    tracker.load_state_dict(saved["returns"])
+    return np.array(saved["obs"], copy=True)
 
 
 def real_next_obs(next_obs: np.ndarray, dones: np.ndarray, infos: dict) -> np.ndarray:

@@ -17,7 +17,7 @@ from ..config import TrainConfig
 from ..models import build_actor
 from ..models.encoding import ObsNormalizer
 from .common import flush_denormals, resolve_precision, sample_action, squashed_log_prob
-from .envs import make_vector_env
+from .envs import episodes_state, make_vector_env, resume_episodes
 from .loop import train_loop
 from .run import RunDir, set_rng_state
 
@@ -61,18 +61,25 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
     buf_done = torch.zeros(T, N, device=device)
     buf_val = torch.zeros(T, N, device=device)
 
-    def state(step: int) -> dict:  # a checkpoint at this step
-        return {"actor": actor.state_dict(), "critic": critic.state_dict(), "opt": opt.state_dict(),
-                "counters": counters, "obs_dim": obs_dim, "act_dim": act_dim,
-                "ret_stats": ret_stats.state_dict(), "disc_ret": disc_ret}
+    obs = None  # the observations acted on next
+
+    def state(step: int) -> dict:  # a checkpoint at this step, with the episodes in flight
+        s = {"actor": actor.state_dict(), "critic": critic.state_dict(), "opt": opt.state_dict(),
+             "counters": counters, "obs_dim": obs_dim, "act_dim": act_dim,
+             "ret_stats": ret_stats.state_dict(), "disc_ret": disc_ret}
+        if obs is not None:
+            s["episodes"] = episodes_state(envs, obs, None, loop.episodes)
+        return s
 
     def as_t(x):
         return torch.as_tensor(x, dtype=torch.float32, device=device)
 
-    obs, _ = envs.reset(seed=cfg.seed + run.start_step)
-    actor.normalizer.update(as_t(obs))
     # checkpoints only between iterations: an interrupt keeps the last one, and a resume repeats no partial rollout
     with train_loop(run, envs, actor, state, checkpoint_on_interrupt=False) as loop:
+        obs = resume_episodes(run.resume_state, envs, None, loop.episodes)
+        if obs is None:  # a new run (or a checkpoint without its episodes): fresh ones, seeded by the step
+            obs, _ = envs.reset(seed=cfg.seed + run.start_step)
+            actor.normalizer.update(as_t(obs))
         while loop.step < cfg.steps:
             if pc.anneal_lr:
                 opt.param_groups[0]["lr"] = pc.lr * (1.0 - counters["iterations"] / total_iters)

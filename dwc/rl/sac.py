@@ -23,7 +23,7 @@ from ..config import TrainConfig
 from ..errors import interrupts_held
 from ..models import build_actor
 from .common import GraphedCall, PhaseClock, flush_denormals, resolve_precision, sample_action
-from .envs import make_vector_env, real_next_obs
+from .envs import episodes_state, make_vector_env, real_next_obs, resume_episodes
 from .loop import train_loop
 from .optim import WiringAdam
 from .replay import ReplayBuffer
@@ -165,11 +165,14 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
         rb.load_state_dict(s["replay"])
         counters = s["counters"]
         set_rng_state(s["rng"])
-        act_space.seed(cfg.seed + run.start_step)
+    obs = None  # the observations acted on next
 
-    def state(step: int) -> dict:  # a checkpoint at this step
-        return {**learner.state_dict(), "replay": rb.state_dict(), "counters": counters,
-                "obs_dim": obs_dim, "act_dim": act_dim}
+    def state(step: int) -> dict:  # a checkpoint at this step, with the episodes in flight
+        s = {**learner.state_dict(), "replay": rb.state_dict(), "counters": counters,
+             "obs_dim": obs_dim, "act_dim": act_dim}
+        if obs is not None:
+            s["episodes"] = episodes_state(envs, obs, act_space, loop.episodes)
+        return s
 
     def update(log: bool) -> dict:
         batch = rb.sample(sc.batch_size, device)
@@ -182,24 +185,27 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
         counters["updates"] += 1
         return {k: v.item() for k, v in stats.items()} if log else {}
 
-    obs, _ = envs.reset(seed=cfg.seed + run.start_step)  # a resumed run starts fresh episodes (documented)
-    if not run.resume_state:
-        act_space.seed(cfg.seed)
-    actor.normalizer.update(torch.as_tensor(obs, device=device))
     updates_per_iter = max(1, round(cfg.num_envs * sc.utd))
     clock, iterations = PhaseClock(), 0
     with train_loop(run, envs, actor, state) as loop:
+        obs = resume_episodes(run.resume_state, envs, act_space, loop.episodes)
+        if obs is None:  # a new run (or a checkpoint without its episodes): fresh ones, seeded by the step
+            obs, _ = envs.reset(seed=cfg.seed + run.start_step)
+            act_space.seed(cfg.seed + run.start_step)
+            actor.normalizer.update(torch.as_tensor(obs, device=device))
         while loop.step < cfg.steps:
-            if loop.step < sc.learning_starts:
-                actions = np.stack([act_space.sample() for _ in range(cfg.num_envs)])
-            else:
-                o = torch.as_tensor(obs, dtype=torch.float32, device=device)
-                actions = act_step(o, torch.randn(cfg.num_envs, act_dim, device=device)).cpu().numpy()
-            clock.lap("act")
-            next_obs, rewards, terms, truncs, infos = envs.step(actions)
-            clock.lap("env")
-            dones = terms | truncs
-            with interrupts_held():  # replay, normaliser, step counter and learner change together
+            # a whole iteration changes together (envs, random streams, replay, normaliser, step counter,
+            # learner): an interrupt inside it is taken at its end, so the checkpoint resumes exactly
+            with interrupts_held():
+                if loop.step < sc.learning_starts:
+                    actions = np.stack([act_space.sample() for _ in range(cfg.num_envs)])
+                else:
+                    o = torch.as_tensor(obs, dtype=torch.float32, device=device)
+                    actions = act_step(o, torch.randn(cfg.num_envs, act_dim, device=device)).cpu().numpy()
+                clock.lap("act")
+                next_obs, rewards, terms, truncs, infos = envs.step(actions)
+                clock.lap("env")
+                dones = terms | truncs
                 rb.add(obs, real_next_obs(next_obs, dones, infos), actions, rewards, terms)
                 actor.normalizer.update(torch.as_tensor(next_obs, device=device))
                 loop.advance(cfg.num_envs, rewards, dones)
