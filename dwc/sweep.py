@@ -565,13 +565,15 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
 
 
 def _groups(jobs: list[Job], size: int) -> list[list[Job]]:
-    """The runs as Ray tasks: up to ``size`` seeds of one task and config (SAC) per task, trained
-    together; every other run alone."""
+    """The runs as Ray tasks, in the order they are queued: up to ``size`` seeds of one task and config
+    (SAC) per task, trained together; every other run alone. Runs started earlier (a checkpoint to
+    resume) come first, so a restarted sweep finishes what it began before it begins more."""
     groups: dict = {}
     for j in jobs:
         key = (j.task, j.config) if size > 1 and j.cfg.algo == "sac" else j.id
         groups.setdefault(key, []).append(j)
-    return [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
+    tasks = [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
+    return sorted(tasks, key=lambda g: not any((j.dir / "run" / CHECKPOINT).exists() for j in g))
 
 
 def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> None:

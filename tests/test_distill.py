@@ -71,6 +71,22 @@ def test_distillation_checkpoints_and_resumes(tmp_path):
     assert ev["circuit"]["comparators"] <= 20  # the budget holds at the (raised) end of the run
 
 
+def test_a_stopped_distillation_resumes_exactly(tmp_path):
+    """Stopped inside an iteration and resumed, a distillation ends bit for bit as the same run left
+    alone (the episodes in flight go on; see test_train.py::test_a_stopped_run_resumes_exactly)."""
+    from test_multiseed import differences
+    from test_train import _stop_at, metrics
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    assert main(distill_args(whole, 1000)) == 0
+    assert 250 <= _stop_at(stopped, distill_args(stopped, 1000), signal.SIGTERM, after=400) < 1000
+    assert main(["train", "--out", str(stopped), "--resume", "--no-progress"]) == 0
+    a, b = (torch.load(r / "checkpoint.pt", weights_only=False) for r in (whole, stopped))
+    assert differences(a, b) == []
+    returns = [[(m["step"], m["charts/episodic_return"]) for m in metrics(r) if "charts/episodic_return" in m]
+               for r in (whole, stopped)]
+    assert returns[0] and returns[0] == returns[1]
+
+
 def _one_line_error(args, needle):
     res = subprocess.run([sys.executable, "-m", "dwc", *args], capture_output=True, text=True, timeout=120)
     lines = [l for l in res.stderr.strip().splitlines() if l.strip()]

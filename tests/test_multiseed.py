@@ -129,6 +129,21 @@ def test_seeds_resume_together_and_alone(tmp_path):
 
 
 @pytest.mark.slow
+def test_seeds_stopped_and_resumed_together_follow_their_single_runs(tmp_path):
+    """SIGTERM in the middle of an iteration, then --resume: each seed still ends as its single run left
+    alone (the episodes in flight at the checkpoint go on)."""
+    from test_train import _stop_at
+    for s in (1, 2):
+        train(tmp_path / f"single{s}", "--steps", "800", "--seed", str(s))
+    multi = tmp_path / "multi"
+    args = ["train", *TINY, "--steps", "800", "--seeds", "1-2", "--out", str(multi)]
+    assert 200 <= _stop_at(multi / "seed2", args, signal.SIGTERM, after=350) < 800
+    assert main(["train", "--out", str(multi), "--seeds", "1-2", "--resume", "--no-progress"]) == 0
+    for s in (1, 2):
+        assert_same_run(tmp_path / f"single{s}", multi / f"seed{s}")
+
+
+@pytest.mark.slow
 def test_sigterm_checkpoints_every_seed_at_one_step(tmp_path):
     out = tmp_path / "multi"
     args = ["train", *TINY, "--steps", "100000", "--seeds", "1-2", "--out", str(out)]

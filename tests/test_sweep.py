@@ -64,6 +64,28 @@ hardware: {target: none, episodes: 1}
     assert j.key != key
 
 
+def test_runs_started_earlier_are_queued_first(tmp_path):
+    from dwc.rundir import CHECKPOINT
+    from dwc.sweep import _groups
+    spec = load_spec(write_spec(tmp_path / "s.yaml", """
+tasks: [InvertedPendulum-v5, Hopper-v5]
+seeds: 2
+steps: 2000
+configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
+"""))
+    jobs = spec.jobs(tmp_path / "out")
+    assert [g[0].id for g in _groups(jobs, 1)] == [j.id for j in jobs]  # the spec's order: task, seed, config
+    for started in ("Hopper-v5/dwc/seed2", "Hopper-v5/mlp/seed1"):
+        run = next(j for j in jobs if j.id == started).dir / "run"
+        run.mkdir(parents=True)
+        (run / CHECKPOINT).write_bytes(b"")
+    order = [g[0].id for g in _groups(jobs, 1)]
+    assert order[:2] == ["Hopper-v5/mlp/seed1", "Hopper-v5/dwc/seed2"] and order[2:] == [
+        j.id for j in jobs if j.id not in order[:2]]
+    together = _groups(jobs, 2)  # seeds of a task and config trained together: the group with a started seed first
+    assert [j.id for j in together[0]] == ["Hopper-v5/mlp/seed1", "Hopper-v5/mlp/seed2"]
+
+
 def test_a_config_can_run_on_some_tasks_only(tmp_path):
     """A config's tasks: a subset of the spec's; its runs exist on those tasks only, and --scale-down
     keeps the intersection."""

@@ -1,4 +1,4 @@
-"""Training on real MuJoCo envs: short SAC/PPO runs, checkpoint/resume (also after SIGKILL), eval,
+"""Training on real MuJoCo envs: short SAC/PPO runs, checkpoint/resume (exact, also after SIGKILL), eval,
 reproducibility and the CLI's one-line errors."""
 import json
 import signal
@@ -121,38 +121,9 @@ def test_a_stopped_run_resumes_exactly(tmp_path, algo, signum):
     returns = [[(m["step"], m["charts/episodic_return"]) for m in metrics(r) if "charts/episodic_return" in m]
                for r in (whole, stopped)]
     assert len(returns[0]) > 5 and returns[0] == returns[1]
+    steps = [m["step"] for m in metrics(stopped)]
+    assert steps == sorted(steps)  # what the stopped leg logged after its checkpoint was dropped, not doubled
     assert json.loads((whole / "eval.json").read_text()) == json.loads((stopped / "eval.json").read_text())
-
-
-def test_killed_run_resumes_with_nothing_lost(tmp_path):
-    run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "dwc"] + small_args(run, steps=1200)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    ckpt_path = run / "checkpoint.pt"
-    deadline = time.time() + 240
-    step = 0
-    while time.time() < deadline and proc.poll() is None:
-        if ckpt_path.exists():
-            step = torch.load(ckpt_path, weights_only=False)["step"]
-            if step >= 400:
-                break
-        time.sleep(0.2)
-    assert proc.poll() is None, "run finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed_at = torch.load(ckpt_path, weights_only=False)["step"]
-    assert 400 <= killed_at < 1200
-    assert not (run / "eval.json").exists()
-
-    done = subprocess.run([sys.executable, "-m", "dwc", "train", "--out", str(run), "--resume", "--no-progress"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    ckpt = torch.load(ckpt_path, weights_only=False)
-    assert ckpt["step"] == 1200
-    assert ckpt["replay"]["size"] == 1200  # checkpointed transitions + the resumed leg, none lost or doubled
-    steps = [m["step"] for m in metrics(run)]
-    assert steps == sorted(steps)  # metrics logged after the last checkpoint were dropped, not duplicated
-    assert (run / "eval.json").exists()
 
 
 def test_sigterm_saves_a_checkpoint_at_the_current_step(tmp_path):

@@ -32,7 +32,7 @@ from ..errors import UserError, interrupts_held
 from ..models import build_actor
 from ..policy import load_actor
 from .common import flush_denormals, resolve_precision
-from .envs import make_vector_env
+from .envs import episodes_state, make_vector_env, resume_episodes
 from .loop import train_loop
 from .run import RunDir, set_rng_state
 
@@ -72,18 +72,25 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
         rng.bit_generator.state = s["sampler"]
         set_rng_state(s["rng"])
 
-    def state(step: int) -> dict:  # a checkpoint at this step
-        return {"actor": student.state_dict(), "opt": opt.state_dict(),
-                "data_obs": data_obs[:step].copy(), "data_act": data_act[:step].copy(),
-                "counters": counters, "sampler": rng.bit_generator.state, "obs_dim": obs_dim, "act_dim": act_dim}
+    obs = None  # the observations acted on next
+
+    def state(step: int) -> dict:  # a checkpoint at this step, with the episodes in flight
+        s = {"actor": student.state_dict(), "opt": opt.state_dict(),
+             "data_obs": data_obs[:step].copy(), "data_act": data_act[:step].copy(),
+             "counters": counters, "sampler": rng.bit_generator.state, "obs_dim": obs_dim, "act_dim": act_dim}
+        if obs is not None:
+            s["episodes"] = episodes_state(envs, obs, None, loop.episodes)
+        return s
 
     def as_t(x):
         return torch.as_tensor(x, dtype=torch.float32, device=device)
 
     scale = student.action_scale
-    obs, _ = envs.reset(seed=cfg.seed + run.start_step)
     loss = float("nan")
     with train_loop(run, envs, student, state) as loop:
+        obs = resume_episodes(run.resume_state, envs, None, loop.episodes)
+        if obs is None:  # a new run (or a checkpoint without its episodes): fresh ones, seeded by the step
+            obs, _ = envs.reset(seed=cfg.seed + run.start_step)
         while loop.step < cfg.steps:
             # an iteration's progress is in the counters, so a checkpoint taken inside it resumes exactly
             start = counters.setdefault("rollout_start", loop.step)
@@ -94,12 +101,12 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
                 o = as_t(obs)
                 label = teacher.act(o)
                 action = label if actor is teacher else student.act(o)
-                next_obs, rewards, terms, truncs, _ = envs.step(action.cpu().numpy())
-                step, k = loop.step, min(cfg.num_envs, end - loop.step)
-                with interrupts_held():  # data and step counter change together
+                with interrupts_held():  # envs, data and step counter change together
+                    next_obs, rewards, terms, truncs, _ = envs.step(action.cpu().numpy())
+                    step, k = loop.step, min(cfg.num_envs, end - loop.step)
                     data_obs[step:step + k], data_act[step:step + k] = obs[:k], label[:k].cpu().numpy()
                     loop.advance(k, rewards, terms | truncs)
-                obs = next_obs
+                    obs = next_obs
             # 2. regress the student's actions onto the teacher's, on minibatches of all data so far
             updates = max(1, round(dc.updates_per_step * (end - start)))
             for u in range(counters.get("updates_done", 0), updates):

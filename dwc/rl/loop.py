@@ -63,7 +63,8 @@ class TrainLoop:
 
 @contextlib.contextmanager
 def train_loop(run: RunDir, envs, actor, state: Callable[[int], dict], checkpoint_on_interrupt: bool = True):
-    """A :class:`TrainLoop` for the block; at its end a checkpoint and ``envs`` closed. Without
+    """A :class:`TrainLoop` for the block; at its end a checkpoint and ``envs`` closed (None: the caller
+    closes them, after every checkpoint that reads them). Without
     ``checkpoint_on_interrupt`` an interrupt keeps the last periodic checkpoint (PPO's, whose state
     is only whole between iterations)."""
     loop = TrainLoop(run, actor, state)
@@ -75,4 +76,5 @@ def train_loop(run: RunDir, envs, actor, state: Callable[[int], dict], checkpoin
             loop.checkpoint()
         raise
     finally:
-        envs.close()
+        if envs is not None:
+            envs.close()

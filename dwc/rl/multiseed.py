@@ -55,7 +55,7 @@ from ..rundir import write_json
 from ..seeds import SUMMARY, check_together
 from .common import (GraphedCall, PhaseClock, flush_denormals, keep_freed_memory, resolve_device, resolve_precision,
                      sample_action)
-from .envs import check_env_id, make_vector_env, real_next_obs
+from .envs import Resumable, check_env_id, episodes_state, make_vector_env, real_next_obs, resume_episodes
 from .loop import train_loop
 from .replay import ReplayBuffer
 from .optim import WiringAdam
@@ -334,7 +334,7 @@ class SeedEnvs:
         self.k, self.n, self.workers, self.closed = k, n, workers, False
         if workers:
             with _signals_ignored():
-                self.vec = gym.vector.AsyncVectorEnv([lambda: gym.make(env_id)] * (k * n), context="spawn",
+                self.vec = gym.vector.AsyncVectorEnv([lambda: Resumable(gym.make(env_id))] * (k * n), context="spawn",
                                                      autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
             self.envs = []
             self.spaces = [copy.deepcopy(self.vec.single_action_space) for _ in range(k)]
@@ -350,6 +350,10 @@ class SeedEnvs:
             return [e.reset(seed=s)[0] for e, s in zip(self.envs, seeds)]
         obs, _ = self.vec.reset(seed=[s + i for s in seeds for i in range(self.n)])
         return list(obs.reshape(self.k, self.n, -1))
+
+    def part(self, k: int) -> "_SeedPart":
+        """Seed k's envs, read and set as one vector env (their checkpoint state)."""
+        return _SeedPart(self, k)
 
     def step(self, actions: list[np.ndarray]) -> list[tuple]:
         """Each seed's (next_obs, the observation reached (the final one where an episode ended),
@@ -372,6 +376,25 @@ class SeedEnvs:
             self.closed = True
             for e in self.envs or [self.vec]:
                 e.close()
+
+
+class _SeedPart:
+    """One seed's envs of a :class:`SeedEnvs`, with a vector env's ``get_attr`` and ``set_attr``."""
+
+    def __init__(self, envs: SeedEnvs, k: int):
+        self.envs, self.k, self.rows = envs, k, slice(k * envs.n, (k + 1) * envs.n)
+
+    def get_attr(self, name: str) -> tuple:
+        if not self.envs.workers:
+            return self.envs.envs[self.k].get_attr(name)
+        return self.envs.vec.get_attr(name)[self.rows]
+
+    def set_attr(self, name: str, values: list) -> None:
+        if not self.envs.workers:
+            return self.envs.envs[self.k].set_attr(name, values)
+        every = list(self.envs.vec.get_attr(name))  # the workers' vector env sets all its envs at once
+        every[self.rows] = values
+        self.envs.vec.set_attr(name, every)
 
 
 def _where(device: torch.device) -> str:
@@ -474,11 +497,16 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.
                 gens[k].set_state(s["rng"]["torch"])
             elif s["rng"].get("cuda"):
                 gens[k].set_state(s["rng"]["cuda"][device.index or 0])
-            spaces[k].seed(c.seed + run.start_step)
+    obs = None  # every seed's observations acted on next
 
     def state(k: int):
-        return lambda step: {**learner.seed_state_dict(k), "replay": rbs[k].state_dict(), "counters": counters[k],
-                             "obs_dim": obs_dim, "act_dim": act_dim}
+        def checkpoint(step: int) -> dict:  # seed k's, as its single run's: with its episodes in flight
+            s = {**learner.seed_state_dict(k), "replay": rbs[k].state_dict(), "counters": counters[k],
+                 "obs_dim": obs_dim, "act_dim": act_dim}
+            if obs is not None:
+                s["episodes"] = episodes_state(envs.part(k), obs[k], spaces[k], loops[k].episodes)
+            return s
+        return checkpoint
 
     def update(log: bool) -> None:
         # ReplayBuffer.sample's draw from each seed's own buffer and generator, sent to the device as one
@@ -503,31 +531,36 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.
     if any(bool(a.normalizer.frozen) for a in actors):
         raise UserError("a seed's observation normaliser is frozen (an exported policy's); train from a "
                         "checkpoint of dwc train instead")
-    obs = envs.reset([c.seed + run.start_step for c, run in zip(cfgs, runs)])  # a resumed run: fresh episodes
-    for k, (c, run) in enumerate(zip(cfgs, runs)):
-        if not run.resume_state:
-            spaces[k].seed(c.seed)
-    learner.actors.update_normalizers(torch.as_tensor(np.stack(obs), device=device))
     n = cfg.num_envs
     updates_per_iter = max(1, round(n * sc.utd))
     with contextlib.ExitStack() as stack:
-        loops = [stack.enter_context(train_loop(run, envs, a, state(k)))  # envs: closed once, by the first
-                 for k, (run, a) in enumerate(zip(runs, actors))]
+        stack.callback(envs.close)  # last: after every seed's final checkpoint (which reads the envs)
+        loops = [stack.enter_context(train_loop(run, None, a, state(k))) for k, (run, a) in enumerate(zip(runs, actors))]
         if loops[0].bar is not None:
             seeds = ",".join(str(c.seed) for c in cfgs)
             loops[0].bar.set_description(f"{cfg.algo} {cfg.actor.policy} {cfg.env} seeds {seeds}")
+        fresh = envs.reset([c.seed + run.start_step for c, run in zip(cfgs, runs)])
+        started = []
+        for k, (c, run) in enumerate(zip(cfgs, runs)):  # each seed as its single run starts or resumes
+            restored = resume_episodes(run.resume_state, envs.part(k), spaces[k], loops[k].episodes)
+            if restored is None:  # a new run (or a checkpoint without its episodes): fresh ones, seeded by the step
+                spaces[k].seed(c.seed + run.start_step)
+                actors[k].normalizer.update(torch.as_tensor(fresh[k], device=device))
+            started.append(fresh[k] if restored is None else restored)
+        obs = started
         clock, iterations = PhaseClock(), 0
         while loops[0].step < cfg.steps:
-            if loops[0].step < sc.learning_starts:
-                actions = [np.stack([space.sample() for _ in range(n)]) for space in spaces]
-            else:  # all seeds' observations in, all their actions out: one transfer each way
-                noise = torch.stack([torch.randn(n, act_dim, device=device, generator=g) for g in gens])
-                actions = list(explore(torch.as_tensor(np.stack(obs), dtype=torch.float32, device=device),
-                                       noise).cpu().numpy())
-            clock.lap("act")
-            steps = envs.step(actions)
-            clock.lap("env")
-            with interrupts_held():  # every seed's replay, normaliser, step counter and learner change together
+            # a whole iteration changes together (as in dwc.rl.sac): an interrupt is taken at its end
+            with interrupts_held():
+                if loops[0].step < sc.learning_starts:
+                    actions = [np.stack([space.sample() for _ in range(n)]) for space in spaces]
+                else:  # all seeds' observations in, all their actions out: one transfer each way
+                    noise = torch.stack([torch.randn(n, act_dim, device=device, generator=g) for g in gens])
+                    actions = list(explore(torch.as_tensor(np.stack(obs), dtype=torch.float32, device=device),
+                                           noise).cpu().numpy())
+                clock.lap("act")
+                steps = envs.step(actions)
+                clock.lap("env")
                 for k, (next_obs, reached, rewards, terms, dones) in enumerate(steps):
                     rbs[k].add(obs[k], reached, actions[k], rewards, terms)
                     loops[k].advance(n, rewards, dones)
