@@ -76,7 +76,9 @@ def _add_train(sub):
     p = sub.add_parser("train", help="train a policy (resumable)", description="Train a DWC or MLP policy.",
                        epilog=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="run directory (must be new unless --resume)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its checkpoint, exactly: it ends as the run left alone "
+                        "would (learning state and the episodes in flight restored)")
     p.add_argument("--seeds", help="SAC: train several seeds of this config together in one process (batched "
                                    "critics and optimisers; faster than one process per seed), e.g. 1-8 or 1,3,5: "
                                    "one run directory per seed, OUT/seedS, each resumable alone too")
