@@ -464,6 +464,10 @@ def test_mujoco_warnings_are_python_warnings_not_a_log_file(tmp_path, monkeypatc
     env.close()
     assert any("MuJoCo: Nan, Inf or huge value" in str(w.message) for w in caught)
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    with warnings.catch_warnings(record=True) as caught:  # but not the deprecation in Gymnasium's own models
+        warnings.simplefilter("always")
+        check_env_id("HalfCheetah-v5").close()
+    assert not [w for w in caught if "MuJoCo" in str(w.message)]
 
 
 def test_phase_clock_reports_ms_per_iteration():

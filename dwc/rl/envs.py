@@ -11,11 +11,17 @@ import numpy as np
 from ..errors import UserError
 
 
+# Gymnasium's own HalfCheetah model sets a compiler attribute that newer MuJoCo deprecates: nothing
+# a user can act on, printed at every env made (every evaluation, every sweep run)
+_UNACTIONABLE = ("compiler attribute 'settotalmass' is deprecated",)
+
+
 def _mujoco_warning(message: str) -> None:
     """MuJoCo's warnings (an unstable simulation, a full contact buffer) as Python warnings: by default
     MuJoCo appends them to MUJOCO_LOG.TXT in the user's working folder."""
     import warnings
-    warnings.warn(f"MuJoCo: {message.strip()}", RuntimeWarning, stacklevel=2)
+    if not any(m in message for m in _UNACTIONABLE):
+        warnings.warn(f"MuJoCo: {message.strip()}", RuntimeWarning, stacklevel=2)
 
 
 try:
