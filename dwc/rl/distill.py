@@ -32,7 +32,7 @@ from ..errors import UserError, interrupts_held
 from ..models import build_actor
 from ..policy import load_actor
 from .common import flush_denormals, resolve_precision
-from .envs import episodes_state, make_vector_env, resume_episodes
+from .envs import episodes_state, make_vector_env, start_episodes
 from .loop import train_loop
 from .run import RunDir, set_rng_state
 
@@ -88,9 +88,7 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
     scale = student.action_scale
     loss = float("nan")
     with train_loop(run, envs, student, state) as loop:
-        obs = resume_episodes(run.resume_state, envs, None, loop.episodes)
-        if obs is None:  # a new run (or a checkpoint without its episodes): fresh ones, seeded by the step
-            obs, _ = envs.reset(seed=cfg.seed + run.start_step)
+        obs, _ = start_episodes(run.resume_state, envs, None, loop.episodes, cfg.seed + run.start_step)
         while loop.step < cfg.steps:
             # an iteration's progress is in the counters, so a checkpoint taken inside it resumes exactly
             start = counters.setdefault("rollout_start", loop.step)

@@ -28,10 +28,8 @@ try:
     import mujoco
 except ImportError:  # no MuJoCo: other Gymnasium tasks only
     mujoco = None
-try:
+if hasattr(mujoco, "set_mju_user_warning"):  # not without MuJoCo, or with bindings that lack the hook
     mujoco.set_mju_user_warning(_mujoco_warning)
-except AttributeError:  # no MuJoCo, or bindings without the hook
-    pass
 
 
 def check_env_id(env_id: str) -> gym.Env:
@@ -150,6 +148,21 @@ def resume_episodes(checkpoint: dict | None, envs, space: gym.Space | None, trac
         space.np_random.bit_generator.state = saved["action_space"]
     tracker.load_state_dict(saved["returns"])
     return np.array(saved["obs"], copy=True)
+
+
+def start_episodes(checkpoint: dict | None, envs, space: gym.Space | None, tracker,
+                   seed: int) -> tuple[np.ndarray, bool]:
+    """The observations a training loop acts on first, and whether they start fresh episodes: those in
+    flight at the checkpoint (:func:`resume_episodes`), else new ones, ``envs`` reset and ``space``
+    seeded with ``seed`` (the run's seed plus its start step). Fresh observations are the caller's to
+    add to its normaliser; restored ones are in it already."""
+    obs = resume_episodes(checkpoint, envs, space, tracker)
+    if obs is not None:
+        return obs, False
+    obs, _ = envs.reset(seed=seed)
+    if space is not None:
+        space.seed(seed)
+    return obs, True
 
 
 def real_next_obs(next_obs: np.ndarray, dones: np.ndarray, infos: dict) -> np.ndarray:

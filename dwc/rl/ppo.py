@@ -17,7 +17,7 @@ from ..config import TrainConfig
 from ..models import build_actor
 from ..models.encoding import ObsNormalizer
 from .common import flush_denormals, resolve_precision, sample_action, squashed_log_prob
-from .envs import episodes_state, make_vector_env, resume_episodes
+from .envs import episodes_state, make_vector_env, start_episodes
 from .loop import train_loop
 from .run import RunDir, set_rng_state
 
@@ -76,9 +76,8 @@ def train_ppo(cfg: TrainConfig, run: RunDir, device: torch.device):
 
     # checkpoints only between iterations: an interrupt keeps the last one, and a resume repeats no partial rollout
     with train_loop(run, envs, actor, state, checkpoint_on_interrupt=False) as loop:
-        obs = resume_episodes(run.resume_state, envs, None, loop.episodes)
-        if obs is None:  # a new run (or a checkpoint without its episodes): fresh ones, seeded by the step
-            obs, _ = envs.reset(seed=cfg.seed + run.start_step)
+        obs, fresh = start_episodes(run.resume_state, envs, None, loop.episodes, cfg.seed + run.start_step)
+        if fresh:
             actor.normalizer.update(as_t(obs))
         while loop.step < cfg.steps:
             if pc.anneal_lr:

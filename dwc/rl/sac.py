@@ -23,7 +23,7 @@ from ..config import TrainConfig
 from ..errors import interrupts_held
 from ..models import build_actor
 from .common import GraphedCall, PhaseClock, flush_denormals, resolve_precision, sample_action
-from .envs import episodes_state, make_vector_env, real_next_obs, resume_episodes
+from .envs import episodes_state, make_vector_env, real_next_obs, start_episodes
 from .loop import train_loop
 from .optim import WiringAdam
 from .replay import ReplayBuffer
@@ -188,10 +188,8 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
     updates_per_iter = max(1, round(cfg.num_envs * sc.utd))
     clock, iterations = PhaseClock(), 0
     with train_loop(run, envs, actor, state) as loop:
-        obs = resume_episodes(run.resume_state, envs, act_space, loop.episodes)
-        if obs is None:  # a new run (or a checkpoint without its episodes): fresh ones, seeded by the step
-            obs, _ = envs.reset(seed=cfg.seed + run.start_step)
-            act_space.seed(cfg.seed + run.start_step)
+        obs, fresh = start_episodes(run.resume_state, envs, act_space, loop.episodes, cfg.seed + run.start_step)
+        if fresh:
             actor.normalizer.update(torch.as_tensor(obs, device=device))
         while loop.step < cfg.steps:
             # a whole iteration changes together (envs, random streams, replay, normaliser, step counter,
