@@ -699,7 +699,7 @@ WebAssembly (about a minute, cached).
 
 
 def _add_synth(sub):
-    from .fpga.synth import target_names
+    from .fpga.synth import ROUTE_BUDGET_S, target_names
     p = sub.add_parser("synth", help="synthesise, place and route the compiled core for an FPGA; bitstream + report",
                        description="Synthesise the compiled core with yosys for an FPGA family, place and route it "
                                    "with nextpnr, pack a bitstream, and report resources, Fmax and throughput.",
@@ -718,6 +718,10 @@ def _add_synth(sub):
                                         "default (ECP5: -cmp2softlogic, or -nobram when the adder trees are "
                                         "pipelined; others: none), e.g. -nowidelut")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    p.add_argument("--route-budget", type=float, metavar="SECONDS", default=ROUTE_BUDGET_S,
+                   help=f"how long nextpnr's default router (router1, usually the better Fmax) may route before "
+                        f"the design is placed and routed again with router2, which routes congested designs "
+                        f"far faster (default {ROUTE_BUDGET_S:g}; the report's \"router\" says which routed)")
     p.add_argument("--pins", type=Path, metavar="FILE",
                    help="pin constraints for the shell's ports (clk, rst, sin, load, shift_out, sout, done): a PCF "
                         "for iCE40 targets, an LPF for ECP5; default: nextpnr's choice, written to the synth folder")
@@ -735,9 +739,11 @@ def cmd_synth(args) -> int:
         raise UserError("give at least one --target or --board")
     if args.energy_steps < 0:
         raise UserError("--energy-steps must be >= 0")
+    if args.route_budget < 0:
+        raise UserError("--route-budget must be >= 0 seconds")
     log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
     r = synth_build(args.build, args.target, args.board, args.freq, args.yosys_opts, args.seed, args.energy_steps,
-                    log=log, pins=args.pins)
+                    log=log, pins=args.pins, route_budget_s=args.route_budget)
     for e in r["did_not_fit"]:
         print(f"dwc synth: {e}", file=sys.stderr)
     print(json.dumps(r["reports"] + r["boards"], indent=2) if args.json else synth_text(r["reports"], r["boards"]))

@@ -61,6 +61,13 @@ TARGETS = {
 FAMILY_DEVICES = {"ecp5": ("ecp5-25k", "ecp5-45k", "ecp5-85k"), "ice40": ("ice40-up5k", "ice40-hx8k")}
 
 
+# nextpnr's default router (router1) routes most cores in seconds and gives the better Fmax (Ant's DWC:
+# 222 MHz against router2's 151), but on a congested core its last few hundred arcs can take hours
+# (Humanoid's DWC on an ECP5-25k: over 40 minutes for its last 1,500 of 40,351 arcs, each 1,000 rip-ups
+# slower than the last); router2 routes that core in 17 s. So router1 gets this long, then router2.
+ROUTE_BUDGET_S = 600.0
+
+
 def target_names() -> list[str]:
     """What a --target takes: a device, or a family for its smallest device that fits."""
     return [*TARGETS, *FAMILY_DEVICES]
@@ -221,14 +228,16 @@ RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-45k": 108, "ecp5-85k": 208, "ice40-up5k": 30
 
 
 def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = 1,
-          log=print, activity: dict | None = None, energy_steps: int = 1000, pins: Path | None = None) -> dict:
+          log=print, activity: dict | None = None, energy_steps: int = 1000, pins: Path | None = None,
+          route_budget_s: float = ROUTE_BUDGET_S) -> dict:
     """Synthesise BUILD's core for ``target`` into BUILD/synth/<target>/; the report also estimates the
     energy per action from ``activity`` (:func:`dwc.fpga.energy.build_activity`; measured here over
     ``energy_steps`` closed-loop steps when not given; ``energy_steps=0`` skips the estimate). ``pins``:
     a PCF (iCE40) or LPF (ECP5) for the shell's ports, passed to nextpnr; without it nextpnr places
     them, and the placed pins are written back as one (report ``constraints``, ``pins``).
     ``freq_mhz=None``: place for the default clock without requiring it (report ``clock_required``
-    false: a slower Fmax is reported, not a failure).
+    false: a slower Fmax is reported, not a failure). ``route_budget_s``: how long nextpnr's default
+    router may route before the design is routed again with router2 (:func:`_place_and_route`).
 
     All or nothing: a run that fails (a tool error, a design that does not fit, Ctrl-C) leaves the
     previous good BUILD/synth/<target>/ (or none); its own files, the tools' logs among them, go to
@@ -247,7 +256,7 @@ def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, y
     shutil.rmtree(failed, ignore_errors=True)
     try:
         report = replaces_outputs(target)(_synth)(build, target, freq_mhz, yosys_opts, seed, log, activity,
-                                                  energy_steps, pins, given, out=out)
+                                                  energy_steps, pins, given, route_budget_s, out=out)
     except BaseException as e:
         # the failed run's files (moved aside, kept for its logs) and an error naming them there
         tried = out / f".{target}.tried"
@@ -260,13 +269,13 @@ def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, y
 
 
 def _synth(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | None, seed: int, log, activity: dict | None,
-           energy_steps: int, pins: Path | None, given: dict | None, out: Path) -> dict:
+           energy_steps: int, pins: Path | None, given: dict | None, route_budget_s: float, out: Path) -> dict:
     """:func:`synth`'s work in ``out/<target>/``; on failure that folder is moved to ``out/.<target>.tried``
     (which :func:`synth` renames ``<target>.failed``) before :func:`~dwc.rundir.replaces_outputs` puts the
     previous one back."""
     try:
         return _synth_steps(build, target, freq_mhz, yosys_opts, seed, log, activity, energy_steps, pins, given,
-                            out / target)
+                            route_budget_s, out / target)
     except BaseException:
         shutil.rmtree(out / f".{target}.tried", ignore_errors=True)
         if (out / target).exists():
@@ -275,7 +284,8 @@ def _synth(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | N
 
 
 def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | None, seed: int, log,
-                 activity: dict | None, energy_steps: int, pins: Path | None, given: dict | None, work: Path) -> dict:
+                 activity: dict | None, energy_steps: int, pins: Path | None, given: dict | None,
+                 route_budget_s: float, work: Path) -> dict:
     from dwc.fpga import fit
     from dwc.fpga.pins import SUFFIX, constraints_text, ecp5_bonded_default, placed_pins
     from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage
@@ -353,8 +363,7 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
             pnr += ["--asc", "top.asc"]
             pack = ("yowasp-icepack", ["top.asc", "top.bin"], "top.bin")
         try:
-            with Stage(log, tag, f"nextpnr at {freq_mhz:g} MHz", NEXTPNR_PHASES) as st:
-                run_tool(f"yowasp-nextpnr-{t.family}", pnr, work / "nextpnr.log", cwd=work, progress=st.line)
+            router = _place_and_route(t.family, pnr, work, route_budget_s, freq_mhz, log, tag)
         except RuntimeError:
             over = overused(work / "nextpnr.log")
             if over:
@@ -362,6 +371,8 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
                     f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + f" (predicted {need.get(fit.CELL_KIND[t.family])}"
                     f" {fit.CELL_KIND[t.family]}); choose a larger target or a smaller circuit") from None
             raise
+        if router != "router1":
+            pnr += ["--router", router]
         commands.append(f"yowasp-nextpnr-{t.family} {' '.join(pnr)}")
         with Stage(log, tag, pack[0].removeprefix("yowasp-")):
             run_tool(pack[0], pack[1], work / "pack.log", cwd=work)
@@ -395,7 +406,8 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
             "fit": {"predicted": need, "predicted_core_alone": core_need, "placed": used},
             "shell": shell, "placed": used, "constraints": str(cfile), "pins": placed,
             "pins_given": str(pins) if given is not None else None, "pins_bonded_default": bool(bonded),
-            "bitstream": str(work / pack[2]),
+            "bitstream": str(work / pack[2]), "router": router,
+            "router1_gave_up_after_s": route_budget_s if router != "router1" else None,
         })
     with Stage(log, tag, "yosys: area of the comparators and the rest", YOSYS_PHASES) as st:
         report["area"] = area_split(build, target, work / "area", yosys_opts, st)
@@ -413,6 +425,43 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
     report["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(work / "report.json", report)
     return report
+
+
+_ROUTING_STARTED = re.compile(r"^Info: Routing \d+ arcs")  # router1's first line of real routing
+
+
+class _RouteBudgetSpent(Exception):
+    pass
+
+
+def _place_and_route(family: str, pnr: list[str], work: Path, budget_s: float, freq_mhz: float, log,
+                     tag: str) -> str:
+    """nextpnr with ``pnr`` in ``work``: router1, and router2 once router1 has routed for ``budget_s``
+    seconds without finishing (its log kept as nextpnr-router1.log). Returns the router that routed."""
+    from dwc.fpga.tools import NEXTPNR_PHASES, Stage
+    started = None
+
+    def watch(line, show):
+        nonlocal started
+        show(line)
+        if started is None:
+            if _ROUTING_STARTED.match(line):
+                started = time.perf_counter()
+        elif time.perf_counter() - started >= budget_s:
+            raise _RouteBudgetSpent
+
+    tool = f"yowasp-nextpnr-{family}"
+    try:
+        with Stage(log, tag, f"nextpnr at {freq_mhz:g} MHz", NEXTPNR_PHASES) as st:
+            run_tool(tool, pnr, work / "nextpnr.log", cwd=work, progress=lambda line: watch(line, st.line))
+        return "router1"
+    except _RouteBudgetSpent:
+        os.replace(work / "nextpnr.log", work / "nextpnr-router1.log")
+    log(f"{tag} nextpnr's router1 had not finished routing after {budget_s:g} s (a congested design); "
+        f"placing and routing again with router2 (router1's log: nextpnr-router1.log)")
+    with Stage(log, tag, f"nextpnr at {freq_mhz:g} MHz with router2", NEXTPNR_PHASES) as st:
+        run_tool(tool, [*pnr, "--router", "router2"], work / "nextpnr.log", cwd=work, progress=st.line)
+    return "router2"
 
 
 def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, *args, log=print,
@@ -442,7 +491,7 @@ def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FR
 
 def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: float | None = DEFAULT_FREQ_MHZ,
                 yosys_opts: str | None = None, seed: int = 1, energy_steps: int = 1000, log=print,
-                pins: Path | None = None) -> dict:
+                pins: Path | None = None, route_budget_s: float = None) -> dict:
     """``dwc synth``: every target and board top of one build. Switching activity for the energy
     estimate is measured once for all targets. A design too large for a target is listed in
     ``did_not_fit`` and the others still run; a tool failure stops with its log's path. ``pins``
@@ -472,7 +521,8 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
     for target in targets:
         try:
             out["reports"].append(synth_smallest(build, target, freq_mhz, yosys_opts, seed, log=log, activity=activity,
-                                        energy_steps=energy_steps, pins=pins))
+                                        energy_steps=energy_steps, pins=pins,
+                                        route_budget_s=ROUTE_BUDGET_S if route_budget_s is None else route_budget_s))
         except DoesNotFit as e:
             out["did_not_fit"].append(str(e))
         except RuntimeError as e:
@@ -537,6 +587,9 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
             lines.append(area_text(r))
         if r.get("requested_mhz") is not None:
             lines.append(f"{r['target']}: {timing_text(r['fmax_mhz'], r['requested_mhz'], r.get('clock_required', True))}")
+        if r.get("router1_gave_up_after_s") is not None:
+            lines.append(f"{r['target']}: routed by nextpnr's router2: router1 had not finished after "
+                         f"{r['router1_gave_up_after_s']:g} s (--route-budget)")
         if r.get("constraints"):
             lines.append(f"{r['target']}: pins {', '.join(f'{k}={v}' for k, v in r['pins'].items())} -> {r['constraints']}")
     for r in reports:

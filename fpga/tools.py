@@ -29,7 +29,8 @@ def run_tool(name: str, args: list[str], log: Path, cwd: Path | None = None,
     """Run a tool with its output in ``log``; a failure raises with the log's last lines.
 
     ``progress(line)``, when given, sees each line of the tool's output as it is written (stdout and
-    stderr together), so a caller can report the tool's phase while it runs."""
+    stderr together), so a caller can report the tool's phase while it runs; an exception it raises
+    kills the tool and propagates."""
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [find_tool(name), *args]
     with open(log, "w") as f:
@@ -38,9 +39,14 @@ def run_tool(name: str, args: list[str], log: Path, cwd: Path | None = None,
         else:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, text=True,
                                     errors="replace", bufsize=1)
-            for line in proc.stdout:
-                f.write(line)
-                progress(line)
+            try:
+                for line in proc.stdout:
+                    f.write(line)
+                    progress(line)
+            except BaseException:  # progress may stop the tool (a budget spent, Ctrl-C): none left running
+                proc.kill()
+                proc.wait()
+                raise
             res = subprocess.CompletedProcess(cmd, proc.wait())
     if res.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])

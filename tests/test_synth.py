@@ -1,6 +1,7 @@
 """``dwc synth``: real yosys + nextpnr + bitstream packing on a small core (the published size is
 far too slow for CI; scripts/bench_hw.py covers it)."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,7 @@ def test_synth_place_route_and_bitstream(small_build, target, capsys):
     assert bit.exists() and bit.stat().st_size > 10_000
     assert r["shell"]["ffs"] >= 4 * 16 + 16  # one FF per port bit, reported apart from the core
     assert any("nextpnr" in c for c in r["commands"]) and all(r["tools"].values())
+    assert r["router"] == "router1" and r["router1_gave_up_after_s"] is None  # routed well within the budget
     e = r["energy"]  # an estimate from activity measured on InvertedPendulum episodes
     assert e["estimate"] and "InvertedPendulum-v5" in e["activity"]["source"] and 0 < e["activity"]["alpha"] < 1
     assert e["at_mhz"] == r["fmax_mhz"] and 0 < e["dynamic_nj"] < e["per_action_nj"]
@@ -117,6 +119,27 @@ def test_a_missed_clock_exits_1_with_the_requested_and_reached_clock(small_build
     assert f"ecp5-25k: Fmax {r['fmax_mhz']:.1f} MHz < 1000 requested: TIMING NOT MET" in cap.out
     assert "timing not met on ecp5-25k" in cap.err
     assert Path(r["bitstream"]).exists()  # still built: the engineer decides
+
+
+@pytest.mark.slow
+@pytest.mark.ci  # ~40 s: one small place-and-route run, routed twice
+def test_router1_that_runs_out_of_its_budget_hands_the_design_to_router2(small_build, tmp_path, capsys):
+    """A congested core can keep nextpnr's router1 busy for hours: after --route-budget seconds of routing
+    it is stopped and the design routed again by router2; the report and the commands say so."""
+    import shutil
+    out = tmp_path / "b"
+    shutil.copytree(small_build, out, ignore=shutil.ignore_patterns("synth", "board"))
+    assert main(["synth", str(out), "--target", "ecp5-25k", "--freq", "20", "--energy-steps", "0",
+                 "--route-budget", "0"]) == 0
+    work = out / "synth" / "ecp5-25k"
+    r = json.loads((work / "report.json").read_text())
+    assert r["router"] == "router2" and r["router1_gave_up_after_s"] == 0
+    tried = (work / "nextpnr-router1.log").read_text()
+    assert "Routing complete" not in tried and re.search(r"Routing \d+ arcs", tried)  # stopped mid-route
+    assert "Routing complete" in (work / "nextpnr.log").read_text()
+    assert any("--router router2" in c for c in r["commands"]) and Path(r["bitstream"]).exists()
+    assert r["timing_met"] and "ecp5-25k: routed by nextpnr's router2: router1 had not finished after 0 s" in capsys.readouterr().out
+    assert main(["synth", str(out), "--target", "ecp5-25k", "--route-budget", "-1"]) == 2
 
 
 @pytest.mark.slow
