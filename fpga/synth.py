@@ -64,7 +64,7 @@ FAMILY_DEVICES = {"ecp5": ("ecp5-25k", "ecp5-45k", "ecp5-85k"), "ice40": ("ice40
 # nextpnr's default router (router1) routes most cores in seconds and gives the better Fmax (Ant's DWC:
 # 222 MHz against router2's 151), but on a congested core its last few hundred arcs can take hours
 # (Humanoid's DWC on an ECP5-25k: over 40 minutes for its last 1,500 of 40,351 arcs, each 1,000 rip-ups
-# slower than the last); router2 routes that core in 17 s. So router1 gets this long, then router2.
+# slower than the last); router2 routes that core in 20 s (docs/routing). So router1 gets this long, then router2.
 ROUTE_BUDGET_S = 600.0
 
 
