@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dwc.config import DEFAULT_FREQ_MHZ
-from dwc.fpga.tools import find_tool, run_tool
+from dwc.fpga.tools import ToolStopped, find_tool, run_tool
 from dwc.rundir import replaces_outputs, write_json
 
 
@@ -430,7 +430,7 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
 _ROUTING_STARTED = re.compile(r"^Info: Routing \d+ arcs")  # router1's first line of real routing
 
 
-class _RouteBudgetSpent(Exception):
+class _RouteBudgetSpent(ToolStopped):
     pass
 
 

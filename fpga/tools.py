@@ -54,6 +54,10 @@ def run_tool(name: str, args: list[str], log: Path, cwd: Path | None = None,
     return res
 
 
+class ToolStopped(Exception):
+    """Raised by a ``progress`` callback of :func:`run_tool` to stop the tool on purpose (not a failure)."""
+
+
 class Stage:
     """Progress of one tool run for people: a start line, the tool's phase as it changes, a line
     at least every ``every`` seconds while a phase goes on, and an end line, each with the seconds
@@ -102,7 +106,8 @@ class Stage:
     def __exit__(self, exc_type, exc, tb):
         self._stop.set()
         self.phase = None
-        self._say("done," if exc_type is None else "failed after")
+        self._say("done," if exc_type is None else "stopped after" if issubclass(exc_type, ToolStopped)
+                  else "interrupted after" if issubclass(exc_type, KeyboardInterrupt) else "failed after")
         return False
 
 
