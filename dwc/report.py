@@ -202,7 +202,7 @@ def comparison_table(comps: list[dict], markdown: bool = False) -> str:
             "P(config > baseline) [95% CI]", "note"]
     join = lambda xs: "/".join(map(str, xs)) or "-"
     body = [[c["task"], c["config"], c["baseline"], RETURN_NAMES.get(c["figure"], "-"), join(c.get("train_steps", [])),
-             join(c.get("precision", [])), join(c["seeds"]), stats.fmt(c, "ratio", "{:.3f}"),
+             join(c.get("precision", [])), ", ".join(map(str, c["seeds"])) or "-", stats.fmt(c, "ratio", "{:.3f}"),
              stats.fmt(c, "p_improvement", "{:.2f}"), note(c)] for c in comps]
     return _grid(head, body, markdown)
 
