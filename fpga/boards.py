@@ -60,7 +60,31 @@ def tool_env() -> dict:
     return env
 
 
-def build_board(build: Path, board: str, pipeline: int | None = None, baud: int = BAUD, log=print) -> dict:
+def _run_build_script(plan, out: Path, board: str, baud: int, budget_s: float, log) -> str:
+    """The build script amaranth writes with ``plan(nextpnr_opts)`` (yosys, nextpnr, the packer), run in
+    ``out`` with its output streamed to out/build.log and its phases to ``log``; nextpnr's router1 gets
+    ``budget_s`` seconds of routing, then the script runs again with router2 (as :func:`dwc.fpga.synth.synth`
+    does). Returns the router that routed."""
+    from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, RouteBudgetSpent, Stage, route_budget, run_tool
+    what = f"board top (core + UART link at {baud} baud): amaranth build"
+    phases = (*YOSYS_PHASES, *NEXTPNR_PHASES)
+    try:
+        with Stage(log, f"[{board}]", what, phases) as st:
+            script = plan("").script
+            run_tool("sh", [f"{script}.sh"], out / "build.log", progress=route_budget(st.line, budget_s), cwd=out)
+        return "router1"
+    except RouteBudgetSpent:
+        os.replace(out / "build.log", out / "build-router1.log")
+    log(f"[{board}] nextpnr's router1 had not finished routing after {budget_s:g} s (a congested design); "
+        f"building again with router2 (router1's log: build-router1.log)")
+    with Stage(log, f"[{board}]", what + " with router2", phases) as st:
+        script = plan("--router router2").script
+        run_tool("sh", [f"{script}.sh"], out / "build.log", progress=st.line, cwd=out)
+    return "router2"
+
+
+def build_board(build: Path, board: str, pipeline: int | None = None, baud: int = BAUD, log=print,
+                route_budget_s: float | None = None) -> dict:
     from dwc.rtl.cells import CELLS_VERILOG
     from dwc.rtl.core import core_from_ports
     if board not in BOARDS:
@@ -70,17 +94,25 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     ports = json.loads((build / "dwc_core.json").read_text())
     pipeline = ports["pipeline"] if pipeline is None else pipeline
     core = core_from_ports(graph, ports, pipeline)
-    platform = _platforms()[board]()
-    platform.add_file("dwc_cells.v", "".join(CELLS_VERILOG.values()))
     out = build / "board" / board
+
+    def plan(nextpnr_opts: str):
+        """The board top's build files, written to ``out`` (an amaranth platform prepares one design once)."""
+        platform = _platforms()[board]()
+        platform.add_file("dwc_cells.v", "".join(CELLS_VERILOG.values()))
+        # verbose: the tools write their progress to the script's output, not only to their own logs
+        built = platform.build(BoardTop(core, baud), name="dwc_board", build_dir=str(out), do_build=False,
+                               verbose=True, nextpnr_opts=nextpnr_opts)
+        built.extract(out)
+        return built
+
+    if route_budget_s is None:
+        from dwc.fpga.tools import ROUTE_BUDGET_S as route_budget_s
     t0 = time.perf_counter()
-    from dwc.fpga.tools import Stage
     saved = {k: os.environ.get(k) for k in tool_env()}
     os.environ.update(tool_env())
-    try:  # amaranth runs yosys, nextpnr and the packer as one script: a start, a line every 30 s, an end
-        with Stage(log, f"[{board}]", f"board top (core + UART link at {baud} baud): amaranth build"):
-            platform.build(BoardTop(core, baud),
-                           name="dwc_board", build_dir=str(out), do_program=False)
+    try:
+        router = _run_build_script(plan, out, board, baud, route_budget_s, log)
     finally:
         for k, v in saved.items():
             if v is None:
@@ -97,12 +129,13 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     from dwc.fpga.pins import parse_constraints
     cons = next((p for p in (out / "dwc_board.pcf", out / "dwc_board.lpf") if p.exists()), None)
     pins = parse_constraints(cons.read_text(), cons.suffix[1:].upper()) if cons else {}
-    clock_mhz = platform.default_clk_frequency / 1e6
+    clock_mhz = _platforms()[board]().default_clk_frequency / 1e6
     report = {"board": board, "device": BOARD_DEVICE[board], "clock_mhz": clock_mhz,
               "baud": baud, "pipeline": pipeline, "latency_cycles": core.latency, "fmax_mhz": fmax,
               "requested_mhz": clock_mhz, "timing_met": fmax is not None and fmax >= clock_mhz,
               "constraints": str(cons) if cons else None, "pins": pins,
               "bitstream": str(bit) if bit else None, "seconds": round(time.perf_counter() - t0, 1),
+              "router": router, "router1_gave_up_after_s": route_budget_s if router != "router1" else None,
               "protocol": "dwc.rtl.link: 0xA5 | obs | checksum  ->  0x5A | action | latency | checksum"}
     write_json(out / "report.json", report)
     return report

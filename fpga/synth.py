@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dwc.config import DEFAULT_FREQ_MHZ
-from dwc.fpga.tools import ToolStopped, find_tool, run_tool
+from dwc.fpga.tools import ROUTE_BUDGET_S, find_tool, run_tool
 from dwc.rundir import replaces_outputs, write_json
 
 
@@ -59,13 +59,6 @@ TARGETS = {
 # A family as a target: its devices smallest first, synthesised for the first the core fits (synth_smallest).
 # No ecp5-12k: nextpnr's --12k places on the whole 25k die (24,288 cells), so it could not tell a fit apart.
 FAMILY_DEVICES = {"ecp5": ("ecp5-25k", "ecp5-45k", "ecp5-85k"), "ice40": ("ice40-up5k", "ice40-hx8k")}
-
-
-# nextpnr's default router (router1) routes most cores in seconds and gives the better Fmax (Ant's DWC:
-# 222 MHz against router2's 151), but on a congested core its last few hundred arcs can take hours
-# (Humanoid's DWC on an ECP5-25k: over 40 minutes for its last 1,500 of 40,351 arcs, each 1,000 rip-ups
-# slower than the last); router2 routes that core in 20 s (docs/routing). So router1 gets this long, then router2.
-ROUTE_BUDGET_S = 600.0
 
 
 def target_names() -> list[str]:
@@ -427,35 +420,17 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
     return report
 
 
-_ROUTING_STARTED = re.compile(r"^Info: Routing \d+ arcs")  # router1's first line of real routing
-
-
-class _RouteBudgetSpent(ToolStopped):
-    pass
-
-
 def _place_and_route(family: str, pnr: list[str], work: Path, budget_s: float, freq_mhz: float, log,
                      tag: str) -> str:
     """nextpnr with ``pnr`` in ``work``: router1, and router2 once router1 has routed for ``budget_s``
     seconds without finishing (its log kept as nextpnr-router1.log). Returns the router that routed."""
-    from dwc.fpga.tools import NEXTPNR_PHASES, Stage
-    started = None
-
-    def watch(line, show):
-        nonlocal started
-        show(line)
-        if started is None:
-            if _ROUTING_STARTED.match(line):
-                started = time.perf_counter()
-        elif time.perf_counter() - started >= budget_s:
-            raise _RouteBudgetSpent
-
+    from dwc.fpga.tools import NEXTPNR_PHASES, RouteBudgetSpent, Stage, route_budget
     tool = f"yowasp-nextpnr-{family}"
     try:
         with Stage(log, tag, f"nextpnr at {freq_mhz:g} MHz", NEXTPNR_PHASES) as st:
-            run_tool(tool, pnr, work / "nextpnr.log", cwd=work, progress=lambda line: watch(line, st.line))
+            run_tool(tool, pnr, work / "nextpnr.log", cwd=work, progress=route_budget(st.line, budget_s))
         return "router1"
-    except _RouteBudgetSpent:
+    except RouteBudgetSpent:
         os.replace(work / "nextpnr.log", work / "nextpnr-router1.log")
     log(f"{tag} nextpnr's router1 had not finished routing after {budget_s:g} s (a congested design); "
         f"placing and routing again with router2 (router1's log: nextpnr-router1.log)")
@@ -496,8 +471,6 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
     estimate is measured once for all targets. A design too large for a target is listed in
     ``did_not_fit`` and the others still run; a tool failure stops with its log's path. ``pins``
     (a PCF or LPF) is checked against every target before anything runs."""
-    import subprocess
-
     from dwc.errors import UserError
     from dwc.fpga.pins import PinError, check_pins_exist, read_constraints
     from dwc.compiled import load_build
@@ -530,12 +503,12 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
     for board in boards:
         from dwc.fpga.boards import build_board
         try:
-            out["boards"].append(build_board(build, board, log=log))
+            out["boards"].append(build_board(build, board, log=log, route_budget_s=route_budget_s))
         except ValueError as e:  # an unknown board
             raise UserError(str(e)) from None
-        except subprocess.CalledProcessError as e:  # amaranth runs the FPGA tools as one build script
-            raise UserError(f"--board {board}: the FPGA tools failed (exit status {e.returncode}); their output "
-                            f"is above, the build script in {build / 'board' / board}") from None
+        except RuntimeError as e:  # amaranth's build script (the FPGA tools, one after another) failed
+            raise UserError(f"--board {board}: the FPGA tools failed; the build script is in "
+                            f"{build / 'board' / board}: {e}") from None
     return out
 
 
@@ -607,6 +580,9 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
         lines.append(f"board {b['board']} ({b['device']}): clock {b['clock_mhz']:g} MHz, "
                      f"{timing_text(b['fmax_mhz'], b['clock_mhz'])}, UART {b['baud']} baud, latency "
                      f"{b['latency_cycles']} cycles; bitstream {b['bitstream']}")
+        if b.get("router1_gave_up_after_s") is not None:
+            lines.append(f"board {b['board']}: routed by nextpnr's router2: router1 had not finished after "
+                         f"{b['router1_gave_up_after_s']:g} s (--route-budget)")
         if b.get("constraints"):
             lines.append(f"board {b['board']}: pins {', '.join(f'{k}={v}' for k, v in b['pins'].items())} -> "
                          f"{b['constraints']}")

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -56,6 +57,36 @@ def run_tool(name: str, args: list[str], log: Path, cwd: Path | None = None,
 
 class ToolStopped(Exception):
     """Raised by a ``progress`` callback of :func:`run_tool` to stop the tool on purpose (not a failure)."""
+
+
+# nextpnr's default router (router1) routes most cores in seconds and gives the better Fmax (Ant's DWC:
+# 222 MHz against router2's 151), but on a congested core its last few hundred arcs can take hours
+# (Humanoid's DWC on an ECP5-25k: over 45 minutes in a sweep without finishing its last of 40,351 arcs, each
+# batch of 1,000 slower than the last); router2 routes that core in 20 s (docs/routing). So router1 gets
+# this long, then router2.
+ROUTE_BUDGET_S = 600.0
+_ROUTING_STARTED = re.compile(r"^Info: Routing \d+ arcs")  # router1's first line of real routing
+
+
+class RouteBudgetSpent(ToolStopped):
+    """nextpnr's router1 routed for its budget without finishing."""
+
+
+def route_budget(show, budget_s: float):
+    """A :func:`run_tool` progress callback for a run of nextpnr with router1: each line to ``show``, and
+    :class:`RouteBudgetSpent` (which stops nextpnr) at the first line after router1 has routed for
+    ``budget_s`` seconds (router1 writes one every 1,000 arcs it routes)."""
+    started = None
+
+    def line(text: str) -> None:
+        nonlocal started
+        show(text)
+        if started is None:
+            if _ROUTING_STARTED.match(text):
+                started = time.perf_counter()
+        elif time.perf_counter() - started >= budget_s:
+            raise RouteBudgetSpent
+    return line
 
 
 class Stage:

@@ -328,6 +328,41 @@ def test_board_top_builds_a_bitstream(small_build, board, capsys):
     cons = Path(r["constraints"])
     assert cons.suffix == {"icebreaker": ".pcf", "ulx3s": ".lpf"}[board] and cons.exists()
     assert any(k.startswith("uart_0__rx") for k in r["pins"]) and any(k.startswith("clk") for k in r["pins"])
+    assert r["router"] == "router1" and "Routing complete" in (small_build / "board" / board / "build.log").read_text()
+
+
+def test_a_board_build_whose_tools_fail_says_so_with_their_last_lines(small_build, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from dwc.fpga import boards
+    out = tmp_path / "b"
+    shutil.copytree(small_build, out, ignore=shutil.ignore_patterns("synth", "board"))
+    env = boards.tool_env()
+    monkeypatch.setattr(boards, "tool_env", lambda: {**env, "NEXTPNR_ECP5": "false"})  # nextpnr exits 1 at once
+    assert main(["synth", str(out), "--board", "ulx3s"]) == 2
+    err = capsys.readouterr().err
+    assert "--board ulx3s: the FPGA tools failed; the build script is in" in err and "build.log" in err
+    assert "Traceback" not in err and (out / "board" / "ulx3s" / "build_dwc_board.sh").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.ci  # ~1 minute: a small board top built twice
+def test_a_board_top_whose_router1_runs_out_of_its_budget_is_built_with_router2(small_build, tmp_path, capsys):
+    import shutil
+    out = tmp_path / "b"
+    shutil.copytree(small_build, out, ignore=shutil.ignore_patterns("synth", "board"))
+    assert main(["synth", str(out), "--board", "icebreaker", "--route-budget", "0"]) == 0
+    work = out / "board" / "icebreaker"
+    r = json.loads((work / "report.json").read_text())
+    assert r["router"] == "router2" and r["router1_gave_up_after_s"] == 0 and r["timing_met"]
+    tried = (work / "build-router1.log").read_text()
+    assert re.search(r"Routing \d+ arcs", tried) and "Routing complete" not in tried  # stopped mid-route
+    built = (work / "build.log").read_text()
+    assert "--router router2" in built and "Routing complete" in built and Path(r["bitstream"]).stat().st_size > 10_000
+    out_text = capsys.readouterr().out
+    assert "[icebreaker] nextpnr's router1 had not finished routing after 0 s" in out_text
+    assert "board icebreaker: routed by nextpnr's router2: router1 had not finished after 0 s" in out_text
+    assert "stopped after" in out_text and "failed" not in out_text
 
 
 def test_default_options_follow_the_pipelining():
