@@ -16,6 +16,7 @@ from pathlib import Path
 from amaranth import Elaboratable, Module
 from amaranth.lib import io
 
+from dwc.fpga.tools import ROUTE_BUDGET_S
 from dwc.ir import Graph
 from dwc.rundir import write_json
 
@@ -84,7 +85,7 @@ def _run_build_script(plan, out: Path, board: str, baud: int, budget_s: float, l
 
 
 def build_board(build: Path, board: str, pipeline: int | None = None, baud: int = BAUD, log=print,
-                route_budget_s: float | None = None) -> dict:
+                route_budget_s: float = ROUTE_BUDGET_S) -> dict:
     from dwc.rtl.cells import CELLS_VERILOG
     from dwc.rtl.core import core_from_ports
     if board not in BOARDS:
@@ -106,8 +107,6 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
         built.extract(out)
         return built
 
-    if route_budget_s is None:
-        from dwc.fpga.tools import ROUTE_BUDGET_S as route_budget_s
     t0 = time.perf_counter()
     saved = {k: os.environ.get(k) for k in tool_env()}
     os.environ.update(tool_env())

@@ -466,7 +466,7 @@ def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FR
 
 def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: float | None = DEFAULT_FREQ_MHZ,
                 yosys_opts: str | None = None, seed: int = 1, energy_steps: int = 1000, log=print,
-                pins: Path | None = None, route_budget_s: float = None) -> dict:
+                pins: Path | None = None, route_budget_s: float = ROUTE_BUDGET_S) -> dict:
     """``dwc synth``: every target and board top of one build. Switching activity for the energy
     estimate is measured once for all targets. A design too large for a target is listed in
     ``did_not_fit`` and the others still run; a tool failure stops with its log's path. ``pins``
@@ -495,7 +495,7 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
         try:
             out["reports"].append(synth_smallest(build, target, freq_mhz, yosys_opts, seed, log=log, activity=activity,
                                         energy_steps=energy_steps, pins=pins,
-                                        route_budget_s=ROUTE_BUDGET_S if route_budget_s is None else route_budget_s))
+                                        route_budget_s=route_budget_s))
         except DoesNotFit as e:
             out["did_not_fit"].append(str(e))
         except RuntimeError as e:
