@@ -679,6 +679,7 @@ examples:
   dwc synth build/ip --target xc7                       # LUT6/FF estimate (no place and route)
   dwc synth build/ip --target ice40-up5k --freq 48
   dwc synth build/ip --target ice40-up5k --pins my.pcf  # your pins (PCF for iCE40, LPF for ECP5)
+  dwc synth build/big --target ecp5-25k --route-budget 0  # route with router2 at once (a congested core)
 
 Writes BUILD/synth/<target>/report.json (luts, ffs, cells, utilisation, fmax_mhz, requested_mhz,
 timing_met, latency_cycles with action_latency_ns at Fmax and action_latency_ns_at_requested,
@@ -693,8 +694,10 @@ per action is an ESTIMATE: switching activity measured on closed-loop episodes o
 (IR reference executor) times assumed per-cell energies, plus static power over the clock period;
 the model and its constants are in the report. The core's resources
 are the core alone; place and route wraps it in a 5-pin serial shell (reported apart) so it fits
-any package. Open tools only (YoWASP yosys/nextpnr from PyPI); the first use of each compiles its
-WebAssembly (about a minute, cached).
+any package. nextpnr routes with its default router (router1, usually the better Fmax); one that has
+not finished after --route-budget seconds is stopped and the design placed and routed again with
+router2, which routes congested cores far faster (report: router). Open tools only (YoWASP
+yosys/nextpnr from PyPI); the first use of each compiles its WebAssembly (about a minute, cached).
 """
 
 
