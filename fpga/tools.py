@@ -60,7 +60,7 @@ class ToolStopped(Exception):
 
 
 # nextpnr's default router (router1) routes most cores in seconds and gives the better Fmax (Ant's DWC:
-# 222 MHz against router2's 151), but on a congested core its last few hundred arcs can take hours
+# 222 MHz against router2's 151), but on a congested core its last arcs can take very long
 # (Humanoid's DWC on an ECP5-25k: over 45 minutes in a sweep without finishing its last of 40,351 arcs, each
 # batch of 1,000 slower than the last); router2 routes that core in 20 s (docs/routing). So router1 gets
 # this long, then router2.
