@@ -16,7 +16,8 @@ from pathlib import Path
 from amaranth import Elaboratable, Module
 from amaranth.lib import io
 
-from dwc.fpga.tools import ROUTE_BUDGET_S
+from dwc.fpga.tools import (NEXTPNR_PHASES, ROUTE_BUDGET_S, YOSYS_PHASES, route_router1_then_router2,
+                            run_tool)
 from dwc.ir import Graph
 from dwc.rundir import write_json
 
@@ -61,29 +62,6 @@ def tool_env() -> dict:
     return env
 
 
-def _run_build_script(plan, out: Path, board: str, baud: int, budget_s: float, log) -> str:
-    """The build script amaranth writes with ``plan(nextpnr_opts)`` (yosys, nextpnr, the packer), run in
-    ``out`` with its output streamed to out/build.log and its phases to ``log``; nextpnr's router1 gets
-    ``budget_s`` seconds of routing, then the script runs again with router2 (as :func:`dwc.fpga.synth.synth`
-    does). Returns the router that routed."""
-    from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, RouteBudgetSpent, Stage, route_budget, run_tool
-    what = f"board top (core + UART link at {baud} baud): amaranth build"
-    phases = (*YOSYS_PHASES, *NEXTPNR_PHASES)
-    try:
-        with Stage(log, f"[{board}]", what, phases) as st:
-            script = plan("").script
-            run_tool("sh", [f"{script}.sh"], out / "build.log", progress=route_budget(st.line, budget_s), cwd=out)
-        return "router1"
-    except RouteBudgetSpent:
-        os.replace(out / "build.log", out / "build-router1.log")
-    log(f"[{board}] nextpnr's router1 had not finished routing after {budget_s:g} s (a congested design); "
-        f"building again with router2 (router1's log: build-router1.log)")
-    with Stage(log, f"[{board}]", what + " with router2", phases) as st:
-        script = plan("--router router2").script
-        run_tool("sh", [f"{script}.sh"], out / "build.log", progress=st.line, cwd=out)
-    return "router2"
-
-
 def build_board(build: Path, board: str, pipeline: int | None = None, baud: int = BAUD, log=print,
                 route_budget_s: float = ROUTE_BUDGET_S) -> dict:
     from dwc.rtl.cells import CELLS_VERILOG
@@ -111,7 +89,13 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     saved = {k: os.environ.get(k) for k in tool_env()}
     os.environ.update(tool_env())
     try:
-        router = _run_build_script(plan, out, board, baud, route_budget_s, log)
+        # amaranth's script runs yosys, nextpnr and the packer; its output streamed, their phases shown
+        def script(router2: bool, progress):
+            run_tool("sh", [f"{plan('--router router2' if router2 else '').script}.sh"], out / "build.log",
+                     progress=progress, cwd=out)
+        router = route_router1_then_router2(
+            script, log, f"[{board}]", f"board top (core + UART link at {baud} baud): amaranth build",
+            (*YOSYS_PHASES, *NEXTPNR_PHASES), route_budget_s, out / "build.log")
     finally:
         for k, v in saved.items():
             if v is None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dwc.config import DEFAULT_FREQ_MHZ
-from dwc.fpga.tools import ROUTE_BUDGET_S, find_tool, run_tool
+from dwc.fpga.tools import ROUTE_BUDGET_S, find_tool, router_text, run_tool
 from dwc.rundir import replaces_outputs, write_json
 
 
@@ -230,7 +230,8 @@ def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, y
     them, and the placed pins are written back as one (report ``constraints``, ``pins``).
     ``freq_mhz=None``: place for the default clock without requiring it (report ``clock_required``
     false: a slower Fmax is reported, not a failure). ``route_budget_s``: how long nextpnr's default
-    router may route before the design is routed again with router2 (:func:`_place_and_route`).
+    router may route before the design is routed again with router2
+    (:func:`~dwc.fpga.tools.route_router1_then_router2`).
 
     All or nothing: a run that fails (a tool error, a design that does not fit, Ctrl-C) leaves the
     previous good BUILD/synth/<target>/ (or none); its own files, the tools' logs among them, go to
@@ -281,7 +282,7 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
                  route_budget_s: float, work: Path) -> dict:
     from dwc.fpga import fit
     from dwc.fpga.pins import SUFFIX, constraints_text, ecp5_bonded_default, placed_pins
-    from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage
+    from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage, route_router1_then_router2
     t = TARGETS[target]
     # nextpnr always places for some clock; only one the user gave is a requirement
     required, freq_mhz = freq_mhz is not None, DEFAULT_FREQ_MHZ if freq_mhz is None else freq_mhz
@@ -355,8 +356,13 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
         else:
             pnr += ["--asc", "top.asc"]
             pack = ("yowasp-icepack", ["top.asc", "top.bin"], "top.bin")
+        def nextpnr(router2: bool, progress):
+            run_tool(f"yowasp-nextpnr-{t.family}", pnr + (["--router", "router2"] if router2 else []),
+                     work / "nextpnr.log", cwd=work, progress=progress)
+
         try:
-            router = _place_and_route(t.family, pnr, work, route_budget_s, freq_mhz, log, tag)
+            router = route_router1_then_router2(nextpnr, log, tag, f"nextpnr at {freq_mhz:g} MHz", NEXTPNR_PHASES,
+                                                route_budget_s, work / "nextpnr.log")
         except RuntimeError:
             over = overused(work / "nextpnr.log")
             if over:
@@ -418,25 +424,6 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
     report["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(work / "report.json", report)
     return report
-
-
-def _place_and_route(family: str, pnr: list[str], work: Path, budget_s: float, freq_mhz: float, log,
-                     tag: str) -> str:
-    """nextpnr with ``pnr`` in ``work``: router1, and router2 once router1 has routed for ``budget_s``
-    seconds without finishing (its log kept as nextpnr-router1.log). Returns the router that routed."""
-    from dwc.fpga.tools import NEXTPNR_PHASES, RouteBudgetSpent, Stage, route_budget
-    tool = f"yowasp-nextpnr-{family}"
-    try:
-        with Stage(log, tag, f"nextpnr at {freq_mhz:g} MHz", NEXTPNR_PHASES) as st:
-            run_tool(tool, pnr, work / "nextpnr.log", cwd=work, progress=route_budget(st.line, budget_s))
-        return "router1"
-    except RouteBudgetSpent:
-        os.replace(work / "nextpnr.log", work / "nextpnr-router1.log")
-    log(f"{tag} nextpnr's router1 had not finished routing after {budget_s:g} s (a congested design); "
-        f"placing and routing again with router2 (router1's log: nextpnr-router1.log)")
-    with Stage(log, tag, f"nextpnr at {freq_mhz:g} MHz with router2", NEXTPNR_PHASES) as st:
-        run_tool(tool, [*pnr, "--router", "router2"], work / "nextpnr.log", cwd=work, progress=st.line)
-    return "router2"
 
 
 def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, *args, log=print,
@@ -560,9 +547,8 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
             lines.append(area_text(r))
         if r.get("requested_mhz") is not None:
             lines.append(f"{r['target']}: {timing_text(r['fmax_mhz'], r['requested_mhz'], r.get('clock_required', True))}")
-        if r.get("router1_gave_up_after_s") is not None:
-            lines.append(f"{r['target']}: routed by nextpnr's router2: router1 had not finished after "
-                         f"{r['router1_gave_up_after_s']:g} s (--route-budget)")
+        if line := router_text(r["target"], r):
+            lines.append(line)
         if r.get("constraints"):
             lines.append(f"{r['target']}: pins {', '.join(f'{k}={v}' for k, v in r['pins'].items())} -> {r['constraints']}")
     for r in reports:
@@ -580,9 +566,8 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
         lines.append(f"board {b['board']} ({b['device']}): clock {b['clock_mhz']:g} MHz, "
                      f"{timing_text(b['fmax_mhz'], b['clock_mhz'])}, UART {b['baud']} baud, latency "
                      f"{b['latency_cycles']} cycles; bitstream {b['bitstream']}")
-        if b.get("router1_gave_up_after_s") is not None:
-            lines.append(f"board {b['board']}: routed by nextpnr's router2: router1 had not finished after "
-                         f"{b['router1_gave_up_after_s']:g} s (--route-budget)")
+        if line := router_text(f"board {b['board']}", b):
+            lines.append(line)
         if b.get("constraints"):
             lines.append(f"board {b['board']}: pins {', '.join(f'{k}={v}' for k, v in b['pins'].items())} -> "
                          f"{b['constraints']}")

@@ -61,8 +61,8 @@ class ToolStopped(Exception):
 
 # nextpnr's default router (router1) routes most cores in seconds and gives the better Fmax (Ant's DWC:
 # 222 MHz against router2's 151), but on a congested core its last arcs can take very long
-# (Humanoid's DWC on an ECP5-25k: over 45 minutes in a sweep without finishing its last of 40,351 arcs, each
-# batch of 1,000 slower than the last); router2 routes that core in 20 s (docs/routing). So router1 gets
+# (Humanoid's DWC on an ECP5-25k: over 45 minutes in a sweep without finishing its last of 40,351 arcs, its
+# batches of 1,000 growing slower); router2 routes that core in 20 s (docs/routing). So router1 gets
 # this long, then router2.
 ROUTE_BUDGET_S = 600.0
 _ROUTING_STARTED = re.compile(r"^Info: Routing \d+ arcs")  # router1's first line of real routing
@@ -87,6 +87,34 @@ def route_budget(show, budget_s: float):
         elif time.perf_counter() - started >= budget_s:
             raise RouteBudgetSpent
     return line
+
+
+def route_router1_then_router2(attempt, log, tag: str, what: str, phases: tuple, budget_s: float,
+                               tool_log: Path) -> str:
+    """Run ``attempt(router2, progress)`` (nextpnr, or a script that runs it, writing ``tool_log``) with
+    router1 under :func:`route_budget`; once router1 has spent ``budget_s`` seconds routing, keep its log
+    beside ``tool_log`` (``-router1`` added to its name) and run it again with router2. Each attempt is a
+    :class:`Stage` named ``what``. Returns the router that routed."""
+    try:
+        with Stage(log, tag, what, phases) as st:
+            attempt(False, route_budget(st.line, budget_s))
+        return "router1"
+    except RouteBudgetSpent:
+        tried = tool_log.with_name(f"{tool_log.stem}-router1{tool_log.suffix}")
+        os.replace(tool_log, tried)
+    log(f"{tag} nextpnr's router1 had not finished routing after {budget_s:g} s (a congested design); "
+        f"placing and routing again with router2 (router1's log: {tried.name})")
+    with Stage(log, tag, f"{what} with router2", phases) as st:
+        attempt(True, st.line)
+    return "router2"
+
+
+def router_text(name: str, report: dict) -> str | None:
+    """The line a synthesis summary prints for a design router2 routed, else None."""
+    if report.get("router1_gave_up_after_s") is None:
+        return None
+    return (f"{name}: routed by nextpnr's router2: router1 had not finished after "
+            f"{report['router1_gave_up_after_s']:g} s (--route-budget)")
 
 
 class Stage:
