@@ -382,7 +382,7 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
            "comparisons": comparisons(state, results, baselines), "curves": curves, "legend": LEGEND,
            "paper": {"source": published.SOURCE, "rows": paper_rows(rows), "legend": PAPER_LEGEND}}
     write_json(sweep_dir / "report.json", rep)
-    md = [f"# Sweep {sweep_dir.name}", "", text(rep, markdown=True), ""]
+    md = [f"# Sweep report: {len(results)} of {len(state['runs'])} runs finished", "", text(rep, markdown=True), ""]
     md += [f"![{Path(c).stem}]({Path(c).name})" for c in curves]
     write_text(sweep_dir / "report.md", "\n".join(md) + "\n")
     return rep
