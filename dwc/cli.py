@@ -979,9 +979,7 @@ def cmd_report(args) -> int:
         print(json.dumps(rep, indent=2))
         return 0
     print(text(rep))
-    print(f"\n{rep['runs_finished']}/{rep['runs_planned']} runs finished"
-          + (f"; failed: {', '.join(rep['failed'])}" if rep["failed"] else "")
-          + f"\nwritten: {args.sweep / 'report.json'}, {args.sweep / 'report.md'}, " + ", ".join(rep["curves"]))
+    print(f"\nwritten: {args.sweep / 'report.json'}, {args.sweep / 'report.md'}, " + ", ".join(rep["curves"]))
     return 0
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from . import published, stats
 from .catalog import circuit_size
 from .errors import UserError
-from .rundir import CONFIG, LEGS, METRICS, episode_returns, write_json, write_text
+from .rundir import CONFIG, LEGS, METRICS, checkpoint_info, episode_returns, last_logged_step, write_json, write_text
 
 # per-run figures summarised over seeds
 FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "lut4_sites", "ir_luts", "comparators", "fmax_mhz",
@@ -71,6 +71,46 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
             results.append(dict(json.loads(p.read_text()), dir=str(sweep_dir / rec["dir"]),
                                 precision=cfg.get("precision"), options=_options(cfg)))
     return state, results
+
+
+def unfinished(sweep_dir: Path, state: dict) -> list[dict]:
+    """The runs without a result, in the spec's order: "started" (a checkpoint in this folder that the
+    same dwc sweep command resumes from: its step, and the last step logged since, which moves while the
+    run trains), "failed" (its error; resumes too, from a checkpoint if it has one) or "not started" (in
+    this folder: an archive made by dwc export holds finished runs only)."""
+    rows = []
+    for rid, rec in state["runs"].items():
+        d = Path(sweep_dir) / rec["dir"]
+        if (d / "result.json").exists():
+            continue
+        ck = checkpoint_info(d / "run")
+        failed = rec.get("state") == "failed"
+        row = {"id": rid, "state": "failed" if failed else "started" if ck else "not started",
+               "checkpoint_step": ck["step"] if ck else None, "logged_step": last_logged_step(d / "run") if ck else None,
+               "steps": _run_config(d).get("steps") if ck else None}
+        rows.append(dict(row, error=rec.get("error")) if failed else row)
+    return rows
+
+
+def unfinished_text(rows: list[dict], planned: int, markdown: bool = False) -> str:
+    """The unfinished runs: a table of those started or failed, then one line naming those not started."""
+    if not rows:
+        return f"All {planned} runs finished."
+    n = lambda v: "-" if v is None else f"{v:,}"
+    head = f"Not finished: {len(rows)} of {planned} runs; the same dwc sweep command continues them, each started " \
+           "run from its checkpoint"
+    live = [r for r in rows if r["state"] != "not started"]
+    # a checkpoint saved before checkpoint.json was written beside it: there, but its step unknown
+    ck = lambda r: n(r["checkpoint_step"]) if r["checkpoint_step"] is not None or r["logged_step"] is None else "yes"
+    body = [[r["id"], r["state"] + (f": {r['error']}" if r.get("error") else ""), ck(r), n(r["logged_step"]),
+             n(r["steps"])] for r in live]
+    out = [head]
+    if body:
+        out += ["", _grid(["run", "state", "checkpoint at step", "last logged step", "steps"], body, markdown)]
+    waiting = [r["id"] for r in rows if r["state"] == "not started"]
+    if waiting:
+        out += ["", f"Not started in this folder ({len(waiting)}): " + ", ".join(waiting)]
+    return "\n".join(out)
 
 
 def _planned_actor(sweep_dir: Path | None, state: dict, task: str, config: str) -> dict | None:
@@ -365,7 +405,8 @@ def text(rep: dict, markdown: bool = False) -> str:
         "Returns: IQM over seeds [95% CI]", "", table(rep["rows"], markdown), "",
         "Against the published results", "", paper_table(rep["paper"]["rows"], markdown), "", rep["paper"]["legend"], "",
         "Spread of the returns over seeds: median [25th, 75th percentile]", "", spread_table(rep["rows"], markdown), "",
-        "Comparisons. " + rep["baseline_rule"], "", comps, "", rep["legend"]])
+        "Comparisons. " + rep["baseline_rule"], "", comps, "", rep["legend"], "",
+        unfinished_text(rep.get("unfinished", []), rep["runs_planned"], markdown)])
 
 
 def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
@@ -378,7 +419,7 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
     failed = {rid: rec.get("error") for rid, rec in state["runs"].items() if rec.get("state") == "failed"}
     curves = plot_curves(sweep_dir, results)
     rep = {"sweep": str(sweep_dir), "runs_planned": len(state["runs"]), "runs_finished": len(results),
-           "failed": failed, "rows": rows, "baselines": baselines or None, "baseline_rule": RULE,
+           "failed": failed, "unfinished": unfinished(sweep_dir, state), "rows": rows, "baselines": baselines or None, "baseline_rule": RULE,
            "comparisons": comparisons(state, results, baselines), "curves": curves, "legend": LEGEND,
            "paper": {"source": published.SOURCE, "rows": paper_rows(rows), "legend": PAPER_LEGEND}}
     write_json(sweep_dir / "report.json", rep)

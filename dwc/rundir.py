@@ -43,10 +43,12 @@ def code_version() -> dict:
     return out
 
 
-__all__ = ["CHECKPOINT", "COMMANDS", "CONFIG", "LEGS", "METRICS", "atomic_write_bytes", "code_version",
-           "episode_returns", "load_config", "read_metrics", "replaces_outputs", "write_json", "write_text"]
+__all__ = ["CHECKPOINT", "CHECKPOINT_INFO", "COMMANDS", "CONFIG", "LEGS", "METRICS", "atomic_write_bytes",
+           "checkpoint_info", "code_version", "episode_returns", "last_logged_step", "load_config", "read_metrics",
+           "record_checkpoint", "replaces_outputs", "write_json", "write_text"]
 
 CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_INFO = "checkpoint.json"  # the checkpoint's step: a checkpoint with its replay buffer is up to ~1 GB
 METRICS = "metrics.jsonl"
 LEGS = "legs.json"
 COMMANDS = "commands.txt"
@@ -112,6 +114,42 @@ def write_text(path: Path, text: str) -> None:
 
 def write_json(path: Path, obj) -> None:
     write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+def record_checkpoint(run: Path, step: int) -> None:
+    """RUN/checkpoint.json beside a checkpoint just saved: its step, and the file's size and mtime, by
+    which :func:`checkpoint_info` knows it describes this checkpoint and not the one before (a kill
+    between the two writes)."""
+    st = (Path(run) / CHECKPOINT).stat()
+    write_json(Path(run) / CHECKPOINT_INFO, {"step": int(step), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
+
+
+def checkpoint_info(run: Path) -> dict | None:
+    """A run directory's checkpoint without loading it: {"step", "saved" (its mtime, Unix seconds)}, or
+    None without one. "step" is None where checkpoint.json does not describe this checkpoint (saved
+    before dwc wrote it, copied without its times, or a kill between the two writes)."""
+    try:
+        st = (Path(run) / CHECKPOINT).stat()
+    except OSError:
+        return None
+    try:
+        info = json.loads((Path(run) / CHECKPOINT_INFO).read_text())
+        step = int(info["step"]) if (info["bytes"], info["mtime_ns"]) == (st.st_size, st.st_mtime_ns) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        step = None
+    return {"step": step, "saved": st.st_mtime}
+
+
+def last_logged_step(run: Path) -> int:
+    """The latest step in a run directory's metrics.jsonl (its tail only: the file grows to MBs), 0 if none."""
+    p = Path(run) / METRICS
+    try:
+        with open(p, "rb") as f:
+            f.seek(max(0, p.stat().st_size - 4096))
+            lines = f.read().decode(errors="replace").splitlines()
+        return int(json.loads(lines[-1])["step"]) if lines else 0
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return 0
 
 
 def read_metrics(metrics: Path) -> list[dict]:

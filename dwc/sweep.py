@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .config import DEFAULT_FREQ_MHZ, RESUMABLE, TrainConfig, config_from_options, train_command
 from .errors import UserError, interrupt_on_sigterm
-from .rundir import CHECKPOINT, METRICS, write_json
+from .rundir import CHECKPOINT, checkpoint_info, last_logged_step, write_json
 from .seeds import seed_dir
 
 SPEC_HELP = """\
@@ -433,18 +433,6 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float, trained_on: st
     return result
 
 
-def _last_step(job: Job) -> int:
-    """The run's latest logged step (the tail of its metrics), for the sweep's progress bar."""
-    p = job.dir / "run" / METRICS
-    try:
-        with open(p, "rb") as f:
-            f.seek(max(0, p.stat().st_size - 4096))
-            lines = f.read().decode(errors="replace").splitlines()
-        return int(json.loads(lines[-1])["step"]) if lines else 0
-    except (OSError, ValueError, KeyError, IndexError):
-        return 0
-
-
 def _start_ray(address: str | None, cpus: int | None):
     address = address or os.environ.get("RAY_ADDRESS")
     # read by Ray at import: set before it
@@ -529,6 +517,10 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     later = len(unfinished) - len(todo)
     log(f"{out}: {len(jobs)} runs ({shape}); {len(jobs) - len(unfinished)} finished earlier (kept), "
         f"{len(todo)} to run" + (f" now, {later} left for later (not in --tasks/--seeds/--configs)" if later else ""))
+    resumes = [(j.id, ck["step"]) for j in todo if (ck := checkpoint_info(j.dir / "run"))]
+    if resumes:  # they go first (_groups)
+        log("resuming from their checkpoints: " + ", ".join(
+            f"{rid} at step {step:,}" if step is not None else rid for rid, step in resumes))
     write_json(out / "sweep.json", state)
     if not todo:
         return state
@@ -586,7 +578,7 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
     # there the progress is a line of its own every minute, and every message starts a line.
     tty = sys.stderr.isatty()
     # steps resumed from checkpoints count as done from the start, so the rate and ETA are this session's
-    initial = sum(min(_last_step(j), j.cfg.steps) for j in jobs)
+    initial = sum(min(last_logged_step(j.dir / "run"), j.cfg.steps) for j in jobs)
     bar = tqdm(total=sum(j.cfg.steps for j in jobs), unit="step", disable=not (progress and tty), dynamic_ncols=True,
                desc=f"sweep ({len(jobs)} runs)", initial=initial)
     say = bar.write if progress and tty else log
@@ -596,7 +588,7 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
         ended |= {j.id for ref in done for j in pending[ref]}
         if time.monotonic() - t_last > 2.0 or done:
             # never backwards (a resumed run's metrics drop back to its checkpoint): a negative rate is no ETA
-            bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else min(_last_step(j), j.cfg.steps) for j in jobs))
+            bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else min(last_logged_step(j.dir / "run"), j.cfg.steps) for j in jobs))
             bar.refresh()
             t_last = time.monotonic()
             if progress and not tty and t_last - t_line >= 60.0:

@@ -12,7 +12,8 @@ import scipy.stats
 from dwc import stats
 from dwc.cli import main
 from dwc.errors import UserError
-from dwc.report import report
+from dwc.report import report, unfinished, unfinished_text
+from dwc.rundir import record_checkpoint
 
 
 def test_summarize_gives_the_iqm_and_a_ci_around_it():
@@ -156,6 +157,35 @@ def test_report_gives_cis_and_compares_with_the_stated_baseline(tmp_path, few_re
     assert rows["alpha"]["latency_cycles"]["median"] == 11
     assert "| 11 [11, 11] | ecp5-25k/ecp5-45k |" in md
     assert (sweep / "curves_T-v0.png").stat().st_size > 1000
+
+
+def test_report_says_where_unfinished_runs_stand(tmp_path, capsys, few_resamples):
+    sweep = write_sweep(tmp_path / "s")  # few has seeds 1-2 only: seeds 3-5 are to do
+    run = sweep / "runs/T-v0/few/seed3/run"  # seed 3 started: a checkpoint at step 500, then logged to 600
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"precision": "float32", "seed": 3, "steps": STEPS}))
+    (run / "checkpoint.pt").write_bytes(b"a checkpoint")
+    record_checkpoint(run, 500)
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in (500, 600)))
+    state = json.loads((sweep / "sweep.json").read_text())
+    state["runs"]["T-v0/few/seed4"].update(state="failed", error="RuntimeError: boom")
+    (sweep / "sweep.json").write_text(json.dumps(state))
+    assert main(["report", str(sweep)]) == 0
+    out = capsys.readouterr().out
+    rows = {r["id"]: r for r in json.loads((sweep / "report.json").read_text())["unfinished"]}
+    assert list(rows) == ["T-v0/few/seed3", "T-v0/few/seed4", "T-v0/few/seed5"]
+    assert (rows["T-v0/few/seed3"]["state"], rows["T-v0/few/seed3"]["checkpoint_step"],
+            rows["T-v0/few/seed3"]["logged_step"], rows["T-v0/few/seed3"]["steps"]) == ("started", 500, 600, STEPS)
+    assert rows["T-v0/few/seed4"]["state"] == "failed" and rows["T-v0/few/seed4"]["error"] == "RuntimeError: boom"
+    assert rows["T-v0/few/seed5"]["state"] == "not started"
+    assert "Not finished: 3 of 20 runs" in out and "T-v0/few/seed3  started" in out and "500" in out
+    assert "failed: RuntimeError: boom" in out and "Not started in this folder (1): T-v0/few/seed5" in out
+    md = (sweep / "report.md").read_text()
+    assert "| T-v0/few/seed3 | started | 500 | 600 | 1,000 |" in md
+    # a newer checkpoint that its checkpoint.json does not describe (a kill between the two writes): there, step unknown
+    (run / "checkpoint.pt").write_bytes(b"a later checkpoint")
+    assert unfinished(sweep, state)[0]["checkpoint_step"] is None
+    assert "| T-v0/few/seed3 | started | yes | 600 | 1,000 |" in unfinished_text(unfinished(sweep, state), 20, True)
 
 
 def test_report_baseline_named_on_the_command_line(tmp_path, capsys, few_resamples):

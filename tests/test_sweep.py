@@ -15,7 +15,7 @@ import pytest
 
 from dwc.cli import build_parser, main
 from dwc.errors import UserError
-from dwc.report import aggregate, curve
+from dwc.report import aggregate, curve, report
 from dwc.stats import quartiles
 from dwc.config import train_command
 from dwc.sweep import load_spec
@@ -277,6 +277,15 @@ configs: {{dwc: {{policy: dwc}}}}
               "the stopped workers to exit")
     finished_before = {k: (d / "result.json").stat().st_mtime_ns for k, d in runs.items() if done(d)}
     assert 0 < len(finished_before) < 4  # 2 runs at a time: the last ones had just started
+    # where the stopped sweep stands: dwc report lists each unfinished run with the step of its
+    # checkpoint (read without loading it), and the next start names them as it resumes them
+    import torch
+    at = {str(d.relative_to(out / "runs")): torch.load(d / "run/checkpoint.pt", weights_only=False)["step"]
+          for k, d in runs.items() if k not in finished_before}
+    assert all(1400 < s < steps for s in at.values())
+    assert {r["id"]: (r["state"], r["checkpoint_step"], r["steps"]) for r in report(out)["unfinished"]} == \
+        {rid: ("started", s, steps) for rid, s in at.items()}
+    assert "Not finished: " in (out / "report.md").read_text()
 
     # with its progress on, into a file as under nohup: lines, not a redrawn bar
     again = subprocess.run([c for c in cmd if c != "--no-progress"], capture_output=True, text=True, timeout=600)
@@ -284,6 +293,7 @@ configs: {{dwc: {{policy: dwc}}}}
     assert "\r" not in again.stdout + again.stderr
     assert sum(l.startswith("done ") for l in again.stdout.splitlines()) == 4 - len(finished_before)
     assert f"{len(finished_before)} finished earlier (kept), {4 - len(finished_before)} to run" in again.stdout
+    assert all(f"{rid} at step {s:,}" in again.stdout for rid, s in at.items()), again.stdout
     for k, d in runs.items():
         r = json.loads((d / "result.json").read_text())
         assert r["train_steps"] == steps and r["frozen_return"] is not None and len(r["float_returns"]) == 2

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from dwc.cli import main
+from dwc.rundir import checkpoint_info
 
 SMALL_DWC = ["--width", "32", "--lut-inputs", "4", "--thermo-bits", "7"]
 ENV = "InvertedPendulum-v5"
@@ -102,7 +103,11 @@ def _stop_at(run: Path, args: list[str], signum: int, after: int) -> int:
     assert proc.poll() is None, "the run finished before it could be stopped"
     proc.send_signal(signum)
     proc.communicate(timeout=120)
-    return torch.load(run / "checkpoint.pt", weights_only=False)["step"]
+    step = torch.load(run / "checkpoint.pt", weights_only=False)["step"]
+    # what dwc report and dwc sweep read without loading the checkpoint (a SIGKILL may land between the
+    # checkpoint and its checkpoint.json: then it says the step is unknown, never another step)
+    assert checkpoint_info(run)["step"] in ((step,) if signum == signal.SIGTERM else (step, None))
+    return step
 
 
 @pytest.mark.parametrize("algo,signum", [("sac", signal.SIGTERM), ("sac", signal.SIGKILL), ("ppo", signal.SIGTERM)])

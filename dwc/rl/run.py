@@ -15,7 +15,7 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError
 from ..rundir import (CHECKPOINT, COMMANDS, CONFIG, LEGS, METRICS, atomic_write_bytes, code_version, episode_returns,
-                      read_metrics, write_json)
+                      read_metrics, record_checkpoint, write_json)
 
 
 def rng_state() -> dict:
@@ -120,6 +120,7 @@ class RunDir:
         self._metrics.flush()
         self.tb.flush()
         atomic_write_bytes(self.ckpt_path, lambda f: torch.save(state, f))
+        record_checkpoint(self.path, state["step"])  # its step, for dwc report and dwc sweep
 
     def start_progress(self, total: int):
         import sys
