@@ -86,7 +86,8 @@ def unfinished(sweep_dir: Path, state: dict) -> list[dict]:
         ck = checkpoint_info(d / "run")
         failed = rec.get("state") == "failed"
         row = {"id": rid, "state": "failed" if failed else "started" if ck else "not started",
-               "checkpoint_step": ck["step"] if ck else None, "logged_step": last_logged_step(d / "run") if ck else None,
+               "checkpoint_step": ck["step"] if ck else None,
+               "logged_step": last_logged_step(d / "run") if ck else None,
                "steps": _run_config(d).get("steps") if ck else None}
         rows.append(dict(row, error=rec.get("error")) if failed else row)
     return rows
@@ -419,7 +420,8 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
     failed = {rid: rec.get("error") for rid, rec in state["runs"].items() if rec.get("state") == "failed"}
     curves = plot_curves(sweep_dir, results)
     rep = {"sweep": str(sweep_dir), "runs_planned": len(state["runs"]), "runs_finished": len(results),
-           "failed": failed, "unfinished": unfinished(sweep_dir, state), "rows": rows, "baselines": baselines or None, "baseline_rule": RULE,
+           "failed": failed, "unfinished": unfinished(sweep_dir, state), "rows": rows,
+           "baselines": baselines or None, "baseline_rule": RULE,
            "comparisons": comparisons(state, results, baselines), "curves": curves, "legend": LEGEND,
            "paper": {"source": published.SOURCE, "rows": paper_rows(rows), "legend": PAPER_LEGEND}}
     write_json(sweep_dir / "report.json", rep)
