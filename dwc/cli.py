@@ -964,7 +964,8 @@ def _add_report(sub):
                                    "each config compared with the earlier configs of the spec it shares its "
                                    "precision with or differs from in precision alone, over paired seeds. Writes "
                                    "SWEEP/report.json, SWEEP/report.md and SWEEP/curves_TASK.png. Works on a sweep "
-                                   "still running.")
+                                   "still running or stopped: it ends with the runs not finished, each started one "
+                                   "with the step of its checkpoint, where the same dwc sweep command resumes it.")
     p.add_argument("sweep", type=Path, help="sweep folder written by dwc sweep")
     p.add_argument("--baseline", metavar="CONFIG", action="append",
                    help="compare every other config with CONFIG only (repeat for several baselines); default: "
