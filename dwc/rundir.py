@@ -125,9 +125,9 @@ def record_checkpoint(run: Path, step: int) -> None:
 
 
 def checkpoint_info(run: Path) -> dict | None:
-    """A run directory's checkpoint without loading it: {"step", "saved" (its mtime, Unix seconds)}, or
-    None without one. "step" is None where checkpoint.json does not describe this checkpoint (saved
-    before dwc wrote it, copied without its times, or a kill between the two writes)."""
+    """A run directory's checkpoint without loading it: {"step"}, or None without one. "step" is None
+    where checkpoint.json does not describe this checkpoint (saved before dwc wrote it, copied without
+    its times, or a kill between the two writes)."""
     try:
         st = (Path(run) / CHECKPOINT).stat()
     except OSError:
@@ -137,7 +137,7 @@ def checkpoint_info(run: Path) -> dict | None:
         step = int(info["step"]) if (info["bytes"], info["mtime_ns"]) == (st.st_size, st.st_mtime_ns) else None
     except (OSError, ValueError, KeyError, TypeError):
         step = None
-    return {"step": step, "saved": st.st_mtime}
+    return {"step": step}
 
 
 def last_logged_step(run: Path) -> int:

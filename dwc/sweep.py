@@ -577,8 +577,9 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
     # In a log file (nohup, CI) a redrawn bar would be one endless line that hides the "done" lines:
     # there the progress is a line of its own every minute, and every message starts a line.
     tty = sys.stderr.isatty()
+    logged = lambda j: min(last_logged_step(j.dir / "run"), j.cfg.steps)
     # steps resumed from checkpoints count as done from the start, so the rate and ETA are this session's
-    initial = sum(min(last_logged_step(j.dir / "run"), j.cfg.steps) for j in jobs)
+    initial = sum(logged(j) for j in jobs)
     bar = tqdm(total=sum(j.cfg.steps for j in jobs), unit="step", disable=not (progress and tty), dynamic_ncols=True,
                desc=f"sweep ({len(jobs)} runs)", initial=initial)
     say = bar.write if progress and tty else log
@@ -588,7 +589,7 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
         ended |= {j.id for ref in done for j in pending[ref]}
         if time.monotonic() - t_last > 2.0 or done:
             # never backwards (a resumed run's metrics drop back to its checkpoint): a negative rate is no ETA
-            bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else min(last_logged_step(j.dir / "run"), j.cfg.steps) for j in jobs))
+            bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else logged(j) for j in jobs))
             bar.refresh()
             t_last = time.monotonic()
             if progress and not tty and t_last - t_line >= 60.0:
