@@ -45,7 +45,7 @@ def code_version() -> dict:
 
 __all__ = ["CHECKPOINT", "CHECKPOINT_INFO", "COMMANDS", "CONFIG", "LEGS", "METRICS", "atomic_write_bytes",
            "checkpoint_info", "code_version", "episode_returns", "last_logged_step", "load_config", "read_metrics",
-           "record_checkpoint", "replaces_outputs", "write_json", "write_text"]
+           "record_checkpoint", "replaces_outputs", "tail_records", "write_json", "write_text"]
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_INFO = "checkpoint.json"  # the checkpoint's step: a checkpoint with its replay buffer is up to ~1 GB
@@ -140,30 +140,41 @@ def checkpoint_info(run: Path) -> dict | None:
     return {"step": step}
 
 
-def last_logged_step(run: Path) -> int:
-    """The latest step in a run directory's metrics.jsonl (its tail only: the file grows to MBs), 0 if none."""
+def tail_records(run: Path, nbytes: int = 4096) -> list[dict]:
+    """The records in the last ``nbytes`` of a run directory's metrics.jsonl (the file grows to MBs, and
+    a progress line wants only its end); the first line, likely cut, and torn lines are skipped."""
     p = Path(run) / METRICS
     try:
         with open(p, "rb") as f:
-            f.seek(max(0, p.stat().st_size - 4096))
+            size = p.stat().st_size
+            f.seek(max(0, size - nbytes))
             lines = f.read().decode(errors="replace").splitlines()
-        return int(json.loads(lines[-1])["step"]) if lines else 0
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
-        return 0
+    except OSError:
+        return []
+    return _records(lines[1:] if size > nbytes else lines)
+
+
+def last_logged_step(run: Path) -> int:
+    """The latest step in a run directory's metrics.jsonl, 0 if none."""
+    recs = tail_records(run)
+    return recs[-1]["step"] if recs else 0
 
 
 def read_metrics(metrics: Path) -> list[dict]:
     """The records of a metrics.jsonl. The file is only appended to, so a kill or a full disk can
     tear its last line at most; a line that does not parse as a record is skipped, not fatal."""
+    return _records(Path(metrics).read_bytes().decode(errors="replace").splitlines()) if Path(metrics).exists() else []
+
+
+def _records(lines: list[str]) -> list[dict]:
     recs = []
-    if Path(metrics).exists():
-        for line in Path(metrics).read_bytes().decode(errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and isinstance(rec.get("step"), int):
-                recs.append(rec)
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("step"), int):
+            recs.append(rec)
     return recs
 
 

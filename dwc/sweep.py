@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from .config import DEFAULT_FREQ_MHZ, RESUMABLE, TrainConfig, config_from_options, train_command
 from .errors import UserError, interrupt_on_sigterm
-from .rundir import CHECKPOINT, checkpoint_info, last_logged_step, write_json
+from .rundir import CHECKPOINT, checkpoint_info, last_logged_step, tail_records, write_json
 from .seeds import seed_dir
 
 SPEC_HELP = """\
@@ -533,6 +534,10 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
             gpus = 1 if res.get("GPU", 0) > 0 else 0
         log(f"engine: Ray {ray.__version__} ({where}): {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs; "
             f"each run {spec.resources['cpus_per_run']} CPU, {gpus:g} GPU, up to {spec.resources['max_retries']} restarts")
+        slots = int(res.get("CPU", 0) // spec.resources["cpus_per_run"])
+        if gpus > 0:
+            slots = min(slots, int(res.get("GPU", 0) // gpus))
+        time_left = TimeLeft(jobs, slots)
         task = ray.remote(run_job)
         together = ray.remote(run_jobs)
         for group in _groups(todo, spec.resources["seeds_per_run"]):
@@ -544,7 +549,7 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
                 pending[task.options(**how).remote(group[0].payload())] = group
             else:
                 pending[together.options(**how).remote([j.payload() for j in group])] = group
-        _wait(ray, pending, state, out, progress, log)
+        _wait(ray, pending, state, out, progress, log, time_left)
     except KeyboardInterrupt:
         # Ray raises KeyboardInterrupt inside each running run, which then checkpoints; give them a moment.
         for ref in pending:
@@ -568,7 +573,49 @@ def _groups(jobs: list[Job], size: int) -> list[list[Job]]:
     return sorted(tasks, key=lambda g: not any((j.dir / "run" / CHECKPOINT).exists() for j in g))
 
 
-def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> None:
+class TimeLeft:
+    """How long a sweep's training has left, from each run's own training rate (the median of the last
+    env-steps/s it logged, charts/SPS) or, before it has trained, the median rate of the other runs of its
+    task and config in the sweep folder: a sweep of fast and slow configs has no single rate. The runs'
+    groups train in queue order on ``slots`` workers at once, the first ones now. Evaluation and the
+    hardware stages are not counted."""
+
+    def __init__(self, jobs: list[Job], slots: int):
+        self.slots, self.own = max(1, slots), {}
+        for j in jobs:
+            self.refresh(j)
+
+    def refresh(self, job: Job) -> None:
+        sps = [r["charts/SPS"] for r in tail_records(job.dir / "run", 32768)
+               if isinstance(r.get("charts/SPS"), (int, float)) and r["charts/SPS"] > 0]
+        if sps:
+            self.own[job.id] = (job.task, job.config, statistics.median(sps))
+
+    def rate(self, job: Job) -> float | None:
+        if job.id in self.own:
+            return self.own[job.id][2]
+        alike = [r for t, c, r in self.own.values() if (t, c) == (job.task, job.config)]
+        return statistics.median(alike) if alike else None
+
+    def __call__(self, groups: list[list[Job]], logged) -> tuple[float, int]:
+        """Seconds left and how many runs of ``groups`` have no rate to count (none of theirs has trained)."""
+        free, unknown = [0.0] * self.slots, 0
+        for group in groups:
+            rates = [(j, self.rate(j)) for j in group]
+            unknown += sum(r is None for _, r in rates)
+            i = free.index(min(free))
+            free[i] += max(((j.cfg.steps - logged(j)) / r for j, r in rates if r), default=0.0)
+        return max(free), unknown
+
+    def text(self, groups: list[list[Job]], logged) -> str:
+        from tqdm import tqdm
+
+        seconds, unknown = self(groups, logged)
+        unknown = f" + {unknown} run{'s' * (unknown != 1)} of a config not trained yet" if unknown else ""
+        return f"training left about {tqdm.format_interval(seconds)}{unknown}"
+
+
+def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_left: TimeLeft) -> None:
     """Until every task of ``pending`` (Ray reference -> its runs) has ended: the progress bar, each
     run's state in SWEEP/sweep.json and a line per finished or failed run."""
     from tqdm import tqdm
@@ -578,11 +625,15 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
     # there the progress is a line of its own every minute, and every message starts a line.
     tty = sys.stderr.isatty()
     logged = lambda j: min(last_logged_step(j.dir / "run"), j.cfg.steps)
-    # steps resumed from checkpoints count as done from the start, so the rate and ETA are this session's
+    # steps resumed from checkpoints count as done from the start, so the rate is this session's; the time
+    # left is TimeLeft's (tqdm's would give every run the mean rate)
     initial = sum(logged(j) for j in jobs)
+    fmt = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"
     bar = tqdm(total=sum(j.cfg.steps for j in jobs), unit="step", disable=not (progress and tty), dynamic_ncols=True,
-               desc=f"sweep ({len(jobs)} runs)", initial=initial)
+               desc=f"sweep ({len(jobs)} runs)", initial=initial, bar_format=fmt)
     say = bar.write if progress and tty else log
+    say(f"{time_left.text(list(pending.values()), logged)} with {time_left.slots} run(s) at once, each at its own "
+        f"training rate or its task and config's in this folder (evaluation and hardware stages not counted)")
     t_last, t_line, t0, ended = 0.0, time.monotonic(), time.monotonic(), set()
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
@@ -590,11 +641,18 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log) -> No
         if time.monotonic() - t_last > 2.0 or done:
             # never backwards (a resumed run's metrics drop back to its checkpoint): a negative rate is no ETA
             bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else logged(j) for j in jobs))
+            left = [g for g in pending.values() if not any(j.id in ended for j in g)]
+            bar.set_postfix_str(time_left.text(left, logged), refresh=False)
             bar.refresh()
             t_last = time.monotonic()
-            if progress and not tty and t_last - t_line >= 60.0:
-                log(tqdm.format_meter(bar.n, bar.total, t_last - t0, prefix=f"sweep ({len(jobs)} runs)", unit="step",
-                                      initial=initial))
+            if t_last - t_line >= 60.0:
+                for g in left[:time_left.slots]:  # those training now: their rates move
+                    for j in g:
+                        time_left.refresh(j)
+                if progress and not tty:
+                    log(tqdm.format_meter(bar.n, bar.total, t_last - t0, prefix=f"sweep ({len(jobs)} runs)",
+                                          unit="step", initial=initial, bar_format=fmt,
+                                          postfix=time_left.text(left, logged)))
                 t_line = t_last
         for ref in done:
             group = pending.pop(ref)

@@ -86,6 +86,44 @@ configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
     assert [j.id for j in together[0]] == ["Hopper-v5/mlp/seed1", "Hopper-v5/mlp/seed2"]
 
 
+def test_time_left_gives_each_run_its_own_rate(tmp_path):
+    """A sweep's time left: a run that has trained goes at the rate it logged last; one that has not at
+    the median rate of its task and config's other runs; the groups share the workers in queue order."""
+    from dwc.sweep import TimeLeft
+    spec = load_spec(write_spec(tmp_path / "s.yaml", """
+tasks: [Hopper-v5]
+seeds: 3
+steps: 10000
+configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
+"""))
+    jobs = {j.id: j for j in spec.jobs(tmp_path / "out")}
+
+    def logs(run_id, sps, steps):
+        run = jobs[run_id].dir / "run"
+        run.mkdir(parents=True)
+        with open(run / "metrics.jsonl", "w") as f:
+            for i, (r, s) in enumerate(zip(sps, steps)):
+                f.write(json.dumps({"step": s, "losses/q": 1.0}) + "\n" + json.dumps({"step": s, "charts/SPS": r}) + "\n")
+            f.write('{"step": 9')  # a torn last line is no record
+    logs("Hopper-v5/mlp/seed1", [100.0, 80.0, 100.0], [8000, 9000, 10000])  # finished: its rate is 100
+    logs("Hopper-v5/mlp/seed2", [50.0], [5000])   # half done at 50 steps/s: 100 s left
+    logs("Hopper-v5/dwc/seed1", [10.0, 20.0], [1000, 2000])  # 8000 steps at its median 15: 533 s
+    logged = {"Hopper-v5/mlp/seed1": 10000, "Hopper-v5/mlp/seed2": 5000, "Hopper-v5/dwc/seed1": 2000}
+    tl = TimeLeft(list(jobs.values()), slots=2)
+    assert tl.rate(jobs["Hopper-v5/mlp/seed3"]) == 75.0  # its config's others: the median of 100 and 50
+    assert tl.rate(jobs["Hopper-v5/dwc/seed2"]) == 15.0 and tl.rate(jobs["Hopper-v5/mlp/seed2"]) == 50.0
+    left = lambda *ids: tl([[jobs[i]] for i in ids], lambda j: logged.get(j.id, 0))
+    # mlp2 (100 s) and dwc1 (533 s) now; mlp3 (10000/75 = 133 s) then takes mlp2's worker: dwc1 ends last
+    assert left("Hopper-v5/mlp/seed2", "Hopper-v5/dwc/seed1", "Hopper-v5/mlp/seed3") == (pytest.approx(8000 / 15), 0)
+    # dwc2 (667 s) after mlp3 on the first worker to free: 100 + 133 + 667
+    assert left("Hopper-v5/mlp/seed2", "Hopper-v5/dwc/seed1", "Hopper-v5/mlp/seed3", "Hopper-v5/dwc/seed2") == (
+        pytest.approx(100 + 10000 / 75 + 10000 / 15), 0)
+    tl.own.pop("Hopper-v5/dwc/seed1")  # no dwc run has trained: counted apart, not guessed
+    seconds, unknown = left("Hopper-v5/mlp/seed2", "Hopper-v5/dwc/seed1")
+    assert seconds == pytest.approx(100) and unknown == 1
+    assert "1 run of a config not trained yet" in tl.text([[jobs["Hopper-v5/dwc/seed1"]]], lambda j: 0)
+
+
 def test_a_config_can_run_on_some_tasks_only(tmp_path):
     """A config's tasks: a subset of the spec's; its runs exist on those tasks only, and --scale-down
     keeps the intersection."""
