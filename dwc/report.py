@@ -93,8 +93,24 @@ def unfinished(sweep_dir: Path, state: dict) -> list[dict]:
     return rows
 
 
-def unfinished_text(rows: list[dict], planned: int, markdown: bool = False) -> str:
-    """The unfinished runs: a table of those started or failed, then one line naming those not started."""
+def training_left(sweep_dir: Path, state: dict) -> dict | None:
+    """The training the unfinished runs still need on one worker (dwc.sweep.TimeLeft: each run at its own
+    last training rate, or its task and config's in this folder); None where the folder's spec.yaml does
+    not load (written by another dwc version)."""
+    from .sweep import TimeLeft, load_spec
+    try:
+        jobs = load_spec(Path(sweep_dir) / "spec.yaml", scale_down=state.get("scale_down", False)).jobs(
+            Path(sweep_dir).resolve())
+    except (UserError, OSError):
+        return None
+    left = [[j] for j in jobs if j.id in state["runs"] and not (j.dir / "result.json").exists()]
+    seconds, unknown = TimeLeft(jobs, 1)(left, lambda j: min(last_logged_step(j.dir / "run"), j.cfg.steps))
+    return {"seconds_on_one_worker": round(seconds), "runs_without_rate": unknown}
+
+
+def unfinished_text(rows: list[dict], planned: int, markdown: bool = False, left: dict | None = None) -> str:
+    """The unfinished runs: a table of those started or failed, one line naming those not started and
+    one with the training they still need (``left``: :func:`training_left`)."""
     if not rows:
         return f"All {planned} runs finished."
     n = lambda v: "-" if v is None else f"{v:,}"
@@ -111,6 +127,13 @@ def unfinished_text(rows: list[dict], planned: int, markdown: bool = False) -> s
     waiting = [r["id"] for r in rows if r["state"] == "not started"]
     if waiting:
         out += ["", f"Not started in this folder ({len(waiting)}): " + ", ".join(waiting)]
+    if left:
+        unknown = left["runs_without_rate"]
+        out += ["", f"Training left: about {left['seconds_on_one_worker'] / 3600:.1f} hours on one worker, each run "
+                    "at its own last training rate or, not started, at its task and config's in this folder "
+                    "(evaluation and hardware stages not counted" +
+                (f"; nor {unknown} run{'s' * (unknown != 1)} of a config none of whose runs has trained)" if unknown
+                 else ")")]
     return "\n".join(out)
 
 
@@ -407,7 +430,7 @@ def text(rep: dict, markdown: bool = False) -> str:
         "Against the published results", "", paper_table(rep["paper"]["rows"], markdown), "", rep["paper"]["legend"], "",
         "Spread of the returns over seeds: median [25th, 75th percentile]", "", spread_table(rep["rows"], markdown), "",
         "Comparisons. " + rep["baseline_rule"], "", comps, "", rep["legend"], "",
-        unfinished_text(rep.get("unfinished", []), rep["runs_planned"], markdown)])
+        unfinished_text(rep.get("unfinished", []), rep["runs_planned"], markdown, rep.get("training_left"))])
 
 
 def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
@@ -420,7 +443,8 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
     failed = {rid: rec.get("error") for rid, rec in state["runs"].items() if rec.get("state") == "failed"}
     curves = plot_curves(sweep_dir, results)
     rep = {"sweep": str(sweep_dir), "runs_planned": len(state["runs"]), "runs_finished": len(results),
-           "failed": failed, "unfinished": unfinished(sweep_dir, state), "rows": rows,
+           "failed": failed, "unfinished": unfinished(sweep_dir, state), "training_left": training_left(sweep_dir, state),
+           "rows": rows,
            "baselines": baselines or None, "baseline_rule": RULE,
            "comparisons": comparisons(state, results, baselines), "curves": curves, "legend": LEGEND,
            "paper": {"source": published.SOURCE, "rows": paper_rows(rows), "legend": PAPER_LEGEND}}

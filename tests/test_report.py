@@ -159,14 +159,20 @@ def test_report_gives_cis_and_compares_with_the_stated_baseline(tmp_path, few_re
     assert (sweep / "curves_T-v0.png").stat().st_size > 1000
 
 
-def test_report_says_where_unfinished_runs_stand(tmp_path, capsys, few_resamples):
+def test_report_says_where_unfinished_runs_stand(tmp_path, capsys, few_resamples, monkeypatch):
+    import types
+    monkeypatch.setattr("dwc.rl.envs.check_env_id", lambda env_id: types.SimpleNamespace(close=lambda: None))  # T-v0
     sweep = write_sweep(tmp_path / "s")  # few has seeds 1-2 only: seeds 3-5 are to do
     run = sweep / "runs/T-v0/few/seed3/run"  # seed 3 started: a checkpoint at step 500, then logged to 600
     run.mkdir(parents=True)
     (run / "config.json").write_text(json.dumps({"precision": "float32", "seed": 3, "steps": STEPS}))
     (run / "checkpoint.pt").write_bytes(b"a checkpoint")
     record_checkpoint(run, 500)
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in (500, 600)))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "charts/SPS": 20.0}) + "\n" for s in (500, 600)))
+    with open(sweep / "runs/T-v0/few/seed1/run/metrics.jsonl", "a") as f:  # a finished run of its config, at 10/s
+        f.write(json.dumps({"step": STEPS, "charts/SPS": 10.0}) + "\n")
+    (sweep / "spec.yaml").write_text(f"tasks: [T-v0]\nseeds: 5\nsteps: {STEPS}\nconfigs: "
+                                     "{zeta-ref: {}, alpha: {}, zeta-bf16: {}, few: {}}\n")
     state = json.loads((sweep / "sweep.json").read_text())
     state["runs"]["T-v0/few/seed4"].update(state="failed", error="RuntimeError: boom")
     (sweep / "sweep.json").write_text(json.dumps(state))
@@ -182,6 +188,10 @@ def test_report_says_where_unfinished_runs_stand(tmp_path, capsys, few_resamples
     assert "failed: RuntimeError: boom" in out and "Not started in this folder (1): T-v0/few/seed5" in out
     md = (sweep / "report.md").read_text()
     assert "| T-v0/few/seed3 | started | 500 | 600 | 1,000 |" in md
+    # training left: seed 3 its 400 steps at its own 20/s, seeds 4 and 5 all 1000 at the median of its config's 10 and 20
+    left = json.loads((sweep / "report.json").read_text())["training_left"]
+    assert left == {"seconds_on_one_worker": round(400 / 20 + 2 * STEPS / 15), "runs_without_rate": 0}
+    assert "Training left: about 0.0 hours on one worker" in out
     # a newer checkpoint that its checkpoint.json does not describe (a kill between the two writes): there, step unknown
     (run / "checkpoint.pt").write_bytes(b"a later checkpoint")
     assert unfinished(sweep, state)[0]["checkpoint_step"] is None
