@@ -928,6 +928,10 @@ def _add_sweep(sub):
                    help="CPUs (and torch threads) per run, over the spec's resources: e.g. a long run given both "
                         "cores of a 2-core machine to finish sooner (the same training; threads change only "
                         "the summation order)")
+    p.add_argument("--longest-first", action="store_true",
+                   help="queue the runs not begun yet by their training time left, longest first (each at the rate "
+                        "of its config's runs in the folder; a config with none counts as longest), instead of the "
+                        "spec's order: on a few workers a slow config queued last trains alone at the end")
     p.add_argument("--address", help="a running Ray cluster (auto, HOST:PORT or ray://HOST:PORT); default: a "
                                      "local engine on this machine, or RAY_ADDRESS when set")
     p.add_argument("--cpus", type=int, help="local engine: CPUs to use (default all)")
@@ -945,7 +949,7 @@ def cmd_sweep(args) -> int:
     configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
     state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args),
                   scale_down=args.scale_down, tasks=tasks, seeds=seeds, seeds_per_run=args.seeds_per_run,
-                  configs=configs, cpus_per_run=args.cpus_per_run)
+                  configs=configs, cpus_per_run=args.cpus_per_run, longest_first=args.longest_first)
     runs = state["runs"].values()
     failed = [r for r in runs if r["state"] == "failed"]
     if args.json:

@@ -478,13 +478,14 @@ def _part(spec: Spec, tasks: list[str] | None, seeds: list[int] | None,
 def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, cpus: int | None = None,
           progress: bool = True, log=print, scale_down: bool = False, tasks: list[str] | None = None,
           seeds: list[int] | None = None, seeds_per_run: int | None = None, configs: list[str] | None = None,
-          cpus_per_run: int | None = None) -> dict:
+          cpus_per_run: int | None = None, longest_first: bool = False) -> dict:
     """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state.
     ``scale_down``: the spec with its scale_down section applied (default folder sweeps/SPEC-NAME-scale-down).
     ``tasks``/``seeds``/``configs``: run only the spec's runs of these (a part now, the rest later, into the
     same folder);
     ``seeds_per_run``, ``cpus_per_run``: over the spec's resources (where runs go and how many threads
-    they use, not what they compute)."""
+    they use, not what they compute);
+    ``longest_first``: queue the runs not begun by their training time left, longest first (see _groups)."""
     import shutil
 
     spec = load_spec(spec_path, scale_down=scale_down)
@@ -540,7 +541,9 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
         time_left = TimeLeft(jobs, slots)
         task = ray.remote(run_job)
         together = ray.remote(run_jobs)
-        for group in _groups(todo, spec.resources["seeds_per_run"]):
+        if longest_first:
+            log("queue: the runs begun earlier first, then the longest training left first")
+        for group in _groups(todo, spec.resources["seeds_per_run"], time_left if longest_first else None):
             for j in group:
                 j.cfg.device = "cuda" if gpus > 0 else "cpu"
             how = dict(num_cpus=spec.resources["cpus_per_run"], num_gpus=gpus, name="+".join(j.id for j in group),
@@ -561,16 +564,26 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     return state
 
 
-def _groups(jobs: list[Job], size: int) -> list[list[Job]]:
+def _groups(jobs: list[Job], size: int, longest_first: TimeLeft | None = None) -> list[list[Job]]:
     """The runs as Ray tasks, in the order they are queued: up to ``size`` seeds of one task and config
     (SAC) per task, trained together; every other run alone. Runs started earlier (a checkpoint to
-    resume) come first, so a restarted sweep finishes what it began before it begins more."""
+    resume) come first, so a restarted sweep finishes what it began before it begins more; then the
+    spec's order or, with ``longest_first``, the longest training left first (by its estimate; those it
+    has no rate for count as longest): on a few workers, long runs queued last would train alone at the end."""
     groups: dict = {}
     for j in jobs:
         key = (j.task, j.config) if size > 1 and j.cfg.algo == "sac" else j.id
         groups.setdefault(key, []).append(j)
     tasks = [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
-    return sorted(tasks, key=lambda g: not any((j.dir / "run" / CHECKPOINT).exists() for j in g))
+    started = lambda g: any((j.dir / "run" / CHECKPOINT).exists() for j in g)
+    if longest_first is None:
+        return sorted(tasks, key=lambda g: not started(g))
+    logged = lambda j: min(last_logged_step(j.dir / "run"), j.cfg.steps)
+
+    def left(g: list[Job]) -> float:
+        seconds, unknown = longest_first([g], logged)
+        return float("inf") if unknown else seconds
+    return sorted(tasks, key=lambda g: (not started(g), -left(g)))
 
 
 class TimeLeft:

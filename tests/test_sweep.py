@@ -118,9 +118,19 @@ configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
     # dwc2 (667 s) after mlp3 on the first worker to free: 100 + 133 + 667
     assert left("Hopper-v5/mlp/seed2", "Hopper-v5/dwc/seed1", "Hopper-v5/mlp/seed3", "Hopper-v5/dwc/seed2") == (
         pytest.approx(100 + 10000 / 75 + 10000 / 15), 0)
+    # --longest-first: the begun runs first, then the longest left; a config with no rate counts as longest
+    from dwc.sweep import _groups
+    (jobs["Hopper-v5/mlp/seed2"].dir / "run" / "checkpoint.pt").write_bytes(b"")
+    order = [g[0].id for g in _groups(list(jobs.values()), 1, tl)]
+    assert order == ["Hopper-v5/mlp/seed2",  # begun
+                     "Hopper-v5/dwc/seed2", "Hopper-v5/dwc/seed3",  # 667 s each, in the spec's order
+                     "Hopper-v5/dwc/seed1", "Hopper-v5/mlp/seed3", "Hopper-v5/mlp/seed1"]  # 533, 133, 0 s
     tl.own.pop("Hopper-v5/dwc/seed1")  # no dwc run has trained: counted apart, not guessed
     seconds, unknown = left("Hopper-v5/mlp/seed2", "Hopper-v5/dwc/seed1")
     assert seconds == pytest.approx(100) and unknown == 1
+    assert [g[0].id for g in _groups(list(jobs.values()), 1, tl)][1:4] == [  # and queued as the longest
+        "Hopper-v5/dwc/seed1", "Hopper-v5/dwc/seed2", "Hopper-v5/dwc/seed3"]
+    assert build_parser().parse_args(["sweep", "s.yaml", "--longest-first"]).longest_first
     assert "1 run of a config not trained yet" in tl.text([[jobs["Hopper-v5/dwc/seed1"]]], lambda j: 0)
 
 
