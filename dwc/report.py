@@ -104,7 +104,7 @@ def training_left(sweep_dir: Path, state: dict) -> dict | None:
     except (UserError, OSError):
         return None
     left = [[j] for j in jobs if j.id in state["runs"] and not (j.dir / "result.json").exists()]
-    seconds, unknown = TimeLeft(jobs, 1)(left, lambda j: min(last_logged_step(j.dir / "run"), j.cfg.steps))
+    seconds, unknown = TimeLeft(jobs, 1)(left)
     return {"seconds_on_one_worker": round(seconds), "runs_without_rate": unknown}
 
 

@@ -107,6 +107,10 @@ class Job:
             return False
         return json.loads(p.read_text()).get("hardware") == self.hardware and identity(stored) == identity(self.cfg)
 
+    def logged_steps(self) -> int:
+        """The last step its metrics.jsonl logged, at most its budget."""
+        return min(last_logged_step(self.dir / "run"), self.cfg.steps)
+
     def payload(self) -> dict:  # what a worker receives: plain data
         return {"id": self.id, "task": self.task, "config": self.config, "seed": self.seed, "dir": str(self.dir),
                 "cfg": self.cfg.to_dict(), "hardware": self.hardware, "key": self.key}
@@ -578,10 +582,9 @@ def _groups(jobs: list[Job], size: int, longest_first: TimeLeft | None = None) -
     started = lambda g: any((j.dir / "run" / CHECKPOINT).exists() for j in g)
     if longest_first is None:
         return sorted(tasks, key=lambda g: not started(g))
-    logged = lambda j: min(last_logged_step(j.dir / "run"), j.cfg.steps)
 
     def left(g: list[Job]) -> float:
-        seconds, unknown = longest_first([g], logged)
+        seconds, unknown = longest_first([g])
         return float("inf") if unknown else seconds
     return sorted(tasks, key=lambda g: (not started(g), -left(g)))
 
@@ -610,20 +613,20 @@ class TimeLeft:
         alike = [r for t, c, r in self.own.values() if (t, c) == (job.task, job.config)]
         return statistics.median(alike) if alike else None
 
-    def __call__(self, groups: list[list[Job]], logged) -> tuple[float, int]:
+    def __call__(self, groups: list[list[Job]]) -> tuple[float, int]:
         """Seconds left and how many runs of ``groups`` have no rate to count (none of theirs has trained)."""
         free, unknown = [0.0] * self.slots, 0
         for group in groups:
             rates = [(j, self.rate(j)) for j in group]
             unknown += sum(r is None for _, r in rates)
             i = free.index(min(free))
-            free[i] += max(((j.cfg.steps - logged(j)) / r for j, r in rates if r), default=0.0)
+            free[i] += max(((j.cfg.steps - j.logged_steps()) / r for j, r in rates if r), default=0.0)
         return max(free), unknown
 
-    def text(self, groups: list[list[Job]], logged) -> str:
+    def text(self, groups: list[list[Job]]) -> str:
         from tqdm import tqdm
 
-        seconds, unknown = self(groups, logged)
+        seconds, unknown = self(groups)
         unknown = f" + {unknown} run{'s' * (unknown != 1)} of a config not trained yet" if unknown else ""
         return f"training left about {tqdm.format_interval(seconds)}{unknown}"
 
@@ -637,15 +640,14 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_
     # In a log file (nohup, CI) a redrawn bar would be one endless line that hides the "done" lines:
     # there the progress is a line of its own every minute, and every message starts a line.
     tty = sys.stderr.isatty()
-    logged = lambda j: min(last_logged_step(j.dir / "run"), j.cfg.steps)
     # steps resumed from checkpoints count as done from the start, so the rate is this session's; the time
     # left is TimeLeft's (tqdm's would give every run the mean rate)
-    initial = sum(logged(j) for j in jobs)
+    initial = sum(j.logged_steps() for j in jobs)
     fmt = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"
     bar = tqdm(total=sum(j.cfg.steps for j in jobs), unit="step", disable=not (progress and tty), dynamic_ncols=True,
                desc=f"sweep ({len(jobs)} runs)", initial=initial, bar_format=fmt)
     say = bar.write if progress and tty else log
-    say(f"{time_left.text(list(pending.values()), logged)} with {time_left.slots} run(s) at once, each at its own "
+    say(f"{time_left.text(list(pending.values()))} with {time_left.slots} run(s) at once, each at its own "
         f"training rate or its task and config's in this folder (evaluation and hardware stages not counted)")
     t_last, t_line, t0, ended = 0.0, time.monotonic(), time.monotonic(), set()
     while pending:
@@ -653,9 +655,9 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_
         ended |= {j.id for ref in done for j in pending[ref]}
         if time.monotonic() - t_last > 2.0 or done:
             # never backwards (a resumed run's metrics drop back to its checkpoint): a negative rate is no ETA
-            bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else logged(j) for j in jobs))
+            bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else j.logged_steps() for j in jobs))
             left = [g for g in pending.values() if not any(j.id in ended for j in g)]
-            bar.set_postfix_str(time_left.text(left, logged), refresh=False)
+            bar.set_postfix_str(time_left.text(left), refresh=False)
             bar.refresh()
             t_last = time.monotonic()
             if t_last - t_line >= 60.0:
@@ -665,7 +667,7 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_
                 if progress and not tty:
                     log(tqdm.format_meter(bar.n, bar.total, t_last - t0, prefix=f"sweep ({len(jobs)} runs)",
                                           unit="step", initial=initial, bar_format=fmt,
-                                          postfix=time_left.text(left, logged)))
+                                          postfix=time_left.text(left)))
                 t_line = t_last
         for ref in done:
             group = pending.pop(ref)

@@ -108,11 +108,12 @@ configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
     logs("Hopper-v5/mlp/seed1", [100.0, 80.0, 100.0], [8000, 9000, 10000])  # finished: its rate is 100
     logs("Hopper-v5/mlp/seed2", [50.0], [5000])   # half done at 50 steps/s: 100 s left
     logs("Hopper-v5/dwc/seed1", [10.0, 20.0], [1000, 2000])  # 8000 steps at its median 15: 533 s
-    logged = {"Hopper-v5/mlp/seed1": 10000, "Hopper-v5/mlp/seed2": 5000, "Hopper-v5/dwc/seed1": 2000}
     tl = TimeLeft(list(jobs.values()), slots=2)
     assert tl.rate(jobs["Hopper-v5/mlp/seed3"]) == 75.0  # its config's others: the median of 100 and 50
     assert tl.rate(jobs["Hopper-v5/dwc/seed2"]) == 15.0 and tl.rate(jobs["Hopper-v5/mlp/seed2"]) == 50.0
-    left = lambda *ids: tl([[jobs[i]] for i in ids], lambda j: logged.get(j.id, 0))
+    assert [jobs[i].logged_steps() for i in ("Hopper-v5/mlp/seed1", "Hopper-v5/mlp/seed2", "Hopper-v5/mlp/seed3")] == [
+        10000, 5000, 0]
+    left = lambda *ids: tl([[jobs[i]] for i in ids])
     # mlp2 (100 s) and dwc1 (533 s) now; mlp3 (10000/75 = 133 s) then takes mlp2's worker: dwc1 ends last
     assert left("Hopper-v5/mlp/seed2", "Hopper-v5/dwc/seed1", "Hopper-v5/mlp/seed3") == (pytest.approx(8000 / 15), 0)
     # dwc2 (667 s) after mlp3 on the first worker to free: 100 + 133 + 667
@@ -131,7 +132,7 @@ configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
     assert [g[0].id for g in _groups(list(jobs.values()), 1, tl)][1:4] == [  # and queued as the longest
         "Hopper-v5/dwc/seed1", "Hopper-v5/dwc/seed2", "Hopper-v5/dwc/seed3"]
     assert build_parser().parse_args(["sweep", "s.yaml", "--longest-first"]).longest_first
-    assert "1 run of a config not trained yet" in tl.text([[jobs["Hopper-v5/dwc/seed1"]]], lambda j: 0)
+    assert "1 run of a config not trained yet" in tl.text([[jobs["Hopper-v5/dwc/seed1"]]])
 
 
 def test_a_config_can_run_on_some_tasks_only(tmp_path):
