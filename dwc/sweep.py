@@ -445,6 +445,10 @@ def _start_ray(address: str | None, cpus: int | None):
     if address and "RAY_AUTH_MODE" not in os.environ and (
             os.environ.get("RAY_AUTH_TOKEN") or (Path.home() / ".ray" / "auth_token").exists()):
         os.environ["RAY_AUTH_MODE"] = "token"  # Ray's clusters want the token; a driver sends it only in this mode
+    elif not address:
+        # what Ray does by default for a new local engine (a token, made on first use), said explicitly: without
+        # it, Ray warns on every start that it chose so
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     try:
         import ray
     except ImportError:
