@@ -9,6 +9,7 @@ config and metrics that the CLI, sweeps and reports use (dwc.rl.run writes them 
     RUN/commands.txt       every command line that trained this run (one per leg: start, resumes)
     RUN/legs.json          per leg, the device and precision it resolved (--precision/--device auto)
                            and the dwc code that ran it (:func:`code_version`)
+    RUN/.lock              held by the process training it (:func:`hold_lock`)
 """
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ import inspect
 import json
 import os
 import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 
 from .config import CONFIG, load_config
+from .errors import UserError
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> dict:
@@ -43,9 +47,9 @@ def code_version() -> dict:
     return out
 
 
-__all__ = ["CHECKPOINT", "CHECKPOINT_INFO", "COMMANDS", "CONFIG", "LEGS", "METRICS", "atomic_write_bytes",
+__all__ = ["CHECKPOINT", "CHECKPOINT_INFO", "COMMANDS", "CONFIG", "LEGS", "LOCK", "METRICS", "atomic_write_bytes",
            "checkpoint_info", "code_version", "episode_returns", "last_logged_step", "load_config", "read_metrics",
-           "record_checkpoint", "replaces_outputs", "tail_records", "write_json", "write_text"]
+           "hold_lock", "record_checkpoint", "replaces_outputs", "tail_records", "write_json", "write_text"]
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_INFO = "checkpoint.json"  # the checkpoint's step: a checkpoint with its replay buffer is up to ~1 GB
@@ -138,6 +142,42 @@ def checkpoint_info(run: Path) -> dict | None:
     except (OSError, ValueError, KeyError, TypeError):
         step = None
     return {"step": step}
+
+
+LOCK = ".lock"
+
+
+def hold_lock(folder: Path, what: str):
+    """Take FOLDER/.lock for this process, or raise UserError naming the process that holds it: two
+    processes training one run, or driving one sweep, would interleave their metrics and checkpoints.
+    The lock is the OS's (flock), so it goes with its process however that ends, and never goes stale;
+    keep the returned file open while it is needed, close it to let go (None where the OS has no flock)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        return None
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        f = open(folder / LOCK, "a+")
+    except OSError:  # not writable: whatever writes there next says so
+        return None
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise UserError(f"{folder} is in use: {holder}. One {what} at a time in a folder: wait for it to end, "
+                        f"or stop it (Ctrl-C, or kill PID: it checkpoints first) and start again") from None
+    except OSError:  # a file system without locks (some FUSE and parallel ones): go on unguarded, as before
+        f.close()
+        return None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{what} by pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    f.flush()
+    return f
 
 
 def tail_records(run: Path, nbytes: int = 4096) -> list[dict]:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .config import DEFAULT_FREQ_MHZ, RESUMABLE, TrainConfig, config_from_options, train_command
 from .errors import UserError, interrupt_on_sigterm
-from .rundir import CHECKPOINT, checkpoint_info, last_logged_step, tail_records, write_json
+from .rundir import CHECKPOINT, checkpoint_info, hold_lock, last_logged_step, tail_records, write_json
 from .seeds import seed_dir
 
 SPEC_HELP = """\
@@ -515,61 +515,68 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     state = {"spec": str(spec_path), "out": str(out), "scale_down": scale_down, "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
                                                      "config": j.config, "seed": j.seed,
                                                      "state": "todo" if j.id in todo_ids else "finished"} for j in jobs}}
-    # the engine first: a sweep that cannot start writes nothing (no spec.yaml, sweep.json or folder)
-    ray, where = _start_ray(address, cpus) if todo else (None, None)
-    out.mkdir(parents=True, exist_ok=True)
-    if Path(spec_path).resolve() != (out / "spec.yaml").resolve():
-        shutil.copyfile(spec_path, out / "spec.yaml")
-    plural = lambda n, what: f"{n} {what}{'s' * (n != 1)}"
-    shape = " x ".join(plural(len(xs), w) for xs, w in ((spec.tasks, "task"), (spec.configs, "config"), (spec.seeds, "seed")))
-    if spec.config_tasks:
-        shape += ", some configs on some tasks only"
-    later = len(unfinished) - len(todo)
-    log(f"{out}: {len(jobs)} runs ({shape}); {len(jobs) - len(unfinished)} finished earlier (kept), "
-        f"{len(todo)} to run" + (f" now, {later} left for later (not in --tasks/--seeds/--configs)" if later else ""))
-    resumes = [(j.id, ck["step"]) for j in todo if (ck := checkpoint_info(j.dir / "run"))]
-    if resumes:  # they go first (_groups)
-        log("resuming from their checkpoints: " + ", ".join(
-            f"{rid} at step {step:,}" if step is not None else rid for rid, step in resumes))
-    write_json(out / "sweep.json", state)
-    if not todo:
-        return state
-    interrupt_on_sigterm()  # after ray.init, whose native SIGTERM handler would abort the driver instead
-    pending = {}
+    # one driver a folder; a second one stops before it starts an engine
+    lock = hold_lock(out, "dwc sweep") if out.exists() else None
     try:
-        res = ray.cluster_resources()
-        gpus = spec.resources["gpus_per_run"]
-        if gpus == "auto":
-            gpus = 1 if res.get("GPU", 0) > 0 else 0
-        log(f"engine: Ray {ray.__version__} ({where}): {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs; "
-            f"each run {spec.resources['cpus_per_run']} CPU, {gpus:g} GPU, up to {spec.resources['max_retries']} restarts")
-        slots = int(res.get("CPU", 0) // spec.resources["cpus_per_run"])
-        if gpus > 0:
-            slots = min(slots, int(res.get("GPU", 0) // gpus))
-        time_left = TimeLeft(jobs, slots)
-        task = ray.remote(run_job)
-        together = ray.remote(run_jobs)
-        if longest_first:
-            log("queue: the runs begun earlier first, then the longest training left first")
-        for group in _groups(todo, spec.resources["seeds_per_run"], time_left if longest_first else None):
-            for j in group:
-                j.cfg.device = "cuda" if gpus > 0 else "cpu"
-            how = dict(num_cpus=spec.resources["cpus_per_run"], num_gpus=gpus, name="+".join(j.id for j in group),
-                       max_retries=spec.resources["max_retries"], retry_exceptions=False)
-            if len(group) == 1:
-                pending[task.options(**how).remote(group[0].payload())] = group
-            else:
-                pending[together.options(**how).remote([j.payload() for j in group])] = group
-        _wait(ray, pending, state, out, progress, log, time_left)
-    except KeyboardInterrupt:
-        # Ray raises KeyboardInterrupt inside each running run, which then checkpoints; give them a moment.
-        for ref in pending:
-            ray.cancel(ref)
-        ray.wait(list(pending), num_returns=len(pending), timeout=30)
-        raise
+        # the engine first: a sweep that cannot start writes nothing (no spec.yaml, sweep.json or folder)
+        ray, where = _start_ray(address, cpus) if todo else (None, None)
+        out.mkdir(parents=True, exist_ok=True)
+        lock = lock or hold_lock(out, "dwc sweep")
+        if Path(spec_path).resolve() != (out / "spec.yaml").resolve():
+            shutil.copyfile(spec_path, out / "spec.yaml")
+        plural = lambda n, what: f"{n} {what}{'s' * (n != 1)}"
+        shape = " x ".join(plural(len(xs), w) for xs, w in ((spec.tasks, "task"), (spec.configs, "config"), (spec.seeds, "seed")))
+        if spec.config_tasks:
+            shape += ", some configs on some tasks only"
+        later = len(unfinished) - len(todo)
+        log(f"{out}: {len(jobs)} runs ({shape}); {len(jobs) - len(unfinished)} finished earlier (kept), "
+            f"{len(todo)} to run" + (f" now, {later} left for later (not in --tasks/--seeds/--configs)" if later else ""))
+        resumes = [(j.id, ck["step"]) for j in todo if (ck := checkpoint_info(j.dir / "run"))]
+        if resumes:  # they go first (_groups)
+            log("resuming from their checkpoints: " + ", ".join(
+                f"{rid} at step {step:,}" if step is not None else rid for rid, step in resumes))
+        write_json(out / "sweep.json", state)
+        if not todo:
+            return state
+        interrupt_on_sigterm()  # after ray.init, whose native SIGTERM handler would abort the driver instead
+        pending = {}
+        try:
+            res = ray.cluster_resources()
+            gpus = spec.resources["gpus_per_run"]
+            if gpus == "auto":
+                gpus = 1 if res.get("GPU", 0) > 0 else 0
+            log(f"engine: Ray {ray.__version__} ({where}): {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs; "
+                f"each run {spec.resources['cpus_per_run']} CPU, {gpus:g} GPU, up to {spec.resources['max_retries']} restarts")
+            slots = int(res.get("CPU", 0) // spec.resources["cpus_per_run"])
+            if gpus > 0:
+                slots = min(slots, int(res.get("GPU", 0) // gpus))
+            time_left = TimeLeft(jobs, slots)
+            task = ray.remote(run_job)
+            together = ray.remote(run_jobs)
+            if longest_first:
+                log("queue: the runs begun earlier first, then the longest training left first")
+            for group in _groups(todo, spec.resources["seeds_per_run"], time_left if longest_first else None):
+                for j in group:
+                    j.cfg.device = "cuda" if gpus > 0 else "cpu"
+                how = dict(num_cpus=spec.resources["cpus_per_run"], num_gpus=gpus, name="+".join(j.id for j in group),
+                           max_retries=spec.resources["max_retries"], retry_exceptions=False)
+                if len(group) == 1:
+                    pending[task.options(**how).remote(group[0].payload())] = group
+                else:
+                    pending[together.options(**how).remote([j.payload() for j in group])] = group
+            _wait(ray, pending, state, out, progress, log, time_left)
+        except KeyboardInterrupt:
+            # Ray raises KeyboardInterrupt inside each running run, which then checkpoints; give them a moment.
+            for ref in pending:
+                ray.cancel(ref)
+            ray.wait(list(pending), num_returns=len(pending), timeout=30)
+            raise
+        finally:
+            ray.shutdown()
+        return state
     finally:
-        ray.shutdown()
-    return state
+        if lock:
+            lock.close()  # explicitly: a traceback kept by the caller would keep the file, and the lock, open
 
 
 def _groups(jobs: list[Job], size: int, longest_first: TimeLeft | None = None) -> list[list[Job]]:

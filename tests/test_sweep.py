@@ -540,6 +540,22 @@ def test_a_sweep_that_cannot_start_writes_nothing(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()  # no spec.yaml, no sweep.json, no folder
 
 
+def test_one_driver_a_sweep_folder(tmp_path, monkeypatch):
+    """A second dwc sweep on a folder that a driver is using stops with the first one's pid, before it
+    starts an engine; the folder is free again once the first one lets go."""
+    import dwc.sweep as sw
+    from dwc.rundir import hold_lock
+    started = []
+    monkeypatch.setattr(sw, "_start_ray", lambda address, cpus: started.append(1) or pytest.fail("an engine"))
+    spec = write_spec(tmp_path / "s.yaml", "tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {width: 8}}")
+    held = hold_lock(tmp_path / "out", "dwc sweep")  # as the first driver holds it
+    with pytest.raises(UserError, match=f"out is in use: dwc sweep by pid {os.getpid()} on "):
+        sw.sweep(spec, tmp_path / "out", progress=False, log=lambda *a: None)
+    assert not started and not (tmp_path / "out" / "sweep.json").exists()
+    held.close()
+    hold_lock(tmp_path / "out", "dwc sweep").close()  # the refused driver kept nothing
+
+
 def test_part_of_a_spec_runs_now_and_the_rest_stays_to_do(tmp_path, monkeypatch):
     """--tasks/--seeds pick the spec's runs to start now; the others stay in sweep.json as to do (a later
     command runs them into the same folder), and a task or seed outside the spec is one clear error."""

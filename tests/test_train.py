@@ -202,6 +202,30 @@ def test_cli_errors(tmp_path):
         assert_one_line_error(run_cli("train", "--env", ENV, "--device", "cuda", "--out", str(tmp_path / "z")), "CUDA")
 
 
+def test_one_process_trains_a_run_at_a_time(tmp_path):
+    """A second dwc train on a run that a process is training stops with that process's pid; the lock
+    goes with the training, so the run resumes once it has ended."""
+    import os
+    from dwc.rundir import hold_lock
+    run = tmp_path / "run"
+    assert main(small_args(run, steps=200)) == 0
+    held = hold_lock(run, "training")  # free: the finished training let go of it
+    try:
+        assert_one_line_error(run_cli("train", "--out", str(run), "--resume", "--steps", "300"),
+                              f"is in use: training by pid {os.getpid()}")
+        assert_one_line_error(run_cli("train", "--env", ENV, "--out", str(tmp_path / "run")), "in use")
+    finally:
+        held.close()
+    assert main(["train", "--out", str(run), "--resume", "--steps", "300", "--no-progress"]) == 0
+    assert json.loads((run / "eval.json").read_text())["train_steps"] == 300
+    from dwc.config import TrainConfig
+    from dwc.errors import UserError
+    from dwc.rl.run import RunDir
+    with pytest.raises(UserError, match="no checkpoint"):  # refused after taking the lock: no folder left behind
+        RunDir(tmp_path / "fresh", TrainConfig(), resume=True)
+    assert not (tmp_path / "fresh").exists()
+
+
 def test_a_torn_metrics_line_does_not_stop_resume(tmp_path):
     """A kill or a full disk mid-write tears metrics.jsonl's last line; --resume drops it and goes on."""
     run = tmp_path / "run"

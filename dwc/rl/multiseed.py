@@ -433,10 +433,10 @@ def train_seeds(cfgs: list[TrainConfig], dirs: list[Path], resume: list[bool], p
     seeds = ", ".join(str(c.seed) for c in cfgs)
     log(f"training {cfg0.algo} {cfg0.actor.policy} on {cfg0.env}, seeds {seeds} together: device {device} "
         f"({_where(device)}), {str(precision).removeprefix('torch.')} matmuls")
-    for run in runs:
-        run.record_leg(device=str(device), where=_where(device), precision=str(precision).removeprefix("torch."),
-                       seeds_together=[c.seed for c in cfgs])
     try:
+        for run in runs:
+            run.record_leg(device=str(device), where=_where(device), precision=str(precision).removeprefix("torch."),
+                           seeds_together=[c.seed for c in cfgs])
         if runs[0].start_step >= cfg0.steps:
             log(f"seeds {seeds}: already at step {runs[0].start_step} >= --steps {cfg0.steps}; nothing to train")
         else:

@@ -14,8 +14,8 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import UserError
-from ..rundir import (CHECKPOINT, COMMANDS, CONFIG, LEGS, METRICS, atomic_write_bytes, code_version, episode_returns,
-                      read_metrics, record_checkpoint, write_json)
+from ..rundir import (CHECKPOINT, COMMANDS, CONFIG, LEGS, LOCK, METRICS, atomic_write_bytes, code_version,
+                      episode_returns, hold_lock, read_metrics, record_checkpoint, write_json)
 
 
 def rng_state() -> dict:
@@ -59,6 +59,18 @@ class RunDir:
         self.path = Path(path)
         self.ckpt_path = self.path / CHECKPOINT
         self.resume_state: dict | None = None
+        created = not self.path.exists()
+        self._lock = hold_lock(self.path, "training")  # before reading or clearing anything in it
+        try:
+            self._open(cfg, resume, progress, command)
+        except BaseException:
+            if self._lock:
+                self._lock.close()
+            if created:  # a refused start leaves no folder behind
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
+
+    def _open(self, cfg: TrainConfig, resume: bool, progress: bool, command: list[str] | None) -> None:
         if resume:
             if not self.ckpt_path.exists():
                 raise UserError(f"--resume: no checkpoint in {self.path} to resume from; a run stopped before "
@@ -68,10 +80,9 @@ class RunDir:
             # a run stopped before its first checkpoint: nothing to keep, so this start begins it again
             (self.path / METRICS).unlink(missing_ok=True)
             shutil.rmtree(self.path / "tb", ignore_errors=True)
-        elif self.path.exists() and any(self.path.iterdir()):
+        elif any(p.name != LOCK for p in self.path.iterdir()):
             raise UserError(f"output directory {self.path} already exists and is not empty; "
                             f"pass --resume to continue it or choose another --out")
-        self.path.mkdir(parents=True, exist_ok=True)
         self.cfg = cfg
         write_json(self.path / CONFIG, cfg.to_dict())
         self.start_step = int(self.resume_state["step"]) if self.resume_state else 0
@@ -137,6 +148,8 @@ class RunDir:
             self.bar.close()
         self._metrics.close()
         self.tb.close()
+        if self._lock:
+            self._lock.close()  # lets go of RUN/.lock
 
 
 def learning_curve_png(metrics: Path, path: Path, title: str = "") -> bool:

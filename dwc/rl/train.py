@@ -30,8 +30,8 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU thread(s)"
     log(f"training {cfg.algo} {cfg.actor.policy} on {cfg.env}: device {device} ({where}), "
           f"{str(precision).removeprefix('torch.')} matmuls")
-    run.record_leg(device=str(device), where=where, precision=str(precision).removeprefix("torch."))
     try:
+        run.record_leg(device=str(device), where=where, precision=str(precision).removeprefix("torch."))
         if run.start_step >= cfg.steps:
             log(f"{out}: already at step {run.start_step} >= --steps {cfg.steps}; nothing to train")
         else:
