@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from pathlib import Path
 from statistics import fmean
 
 from .config import DEFAULT_FREQ_MHZ
 from .errors import UserError
-from .rundir import write_json
+from .rundir import LOCK, hold_lock, write_json
 
 def digest(options: dict, files: list[Path] = ()) -> str:
     """What a stage read: its options and the bytes of its input files."""
@@ -55,12 +56,16 @@ def build(out: Path, *args, **kwargs) -> dict:
     that fails before writing anything leaves no empty OUT folder behind."""
     out = Path(out)
     new = not out.exists()
+    lock = hold_lock(out, "dwc build")  # two builds in one folder would write each other's stages
     try:
         return _build(out, *args, **kwargs)
     except BaseException:
-        if new and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
+        if new and out.is_dir() and all(p.name == LOCK for p in out.iterdir()):
+            shutil.rmtree(out)
         raise
+    finally:
+        if lock:
+            lock.close()
 
 
 def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = "ecp5-25k",

@@ -44,6 +44,12 @@ def test_build_errors_are_one_line(tmp_path):
     assert_one_line_error(run_cli("build", "--from", str(POLICY), "--env", "Hopper-v5", "--target", "none",
                                   "--out", str(tmp_path / "o")), "trained on InvertedPendulum-v5")
     assert not (tmp_path / "o").exists()  # a failed build leaves no empty folder behind
+    import os
+    from dwc.rundir import hold_lock
+    held = hold_lock(tmp_path / "busy", "dwc build")  # as a build running there holds it
+    assert_one_line_error(run_cli("build", "--from", str(POLICY), "--target", "none", "--out", str(tmp_path / "busy")),
+                          f"busy is in use: dwc build by pid {os.getpid()}")
+    held.close()
 
 
 @pytest.mark.slow
