@@ -902,7 +902,7 @@ shared storage; --address (or RAY_ADDRESS) names the cluster, as ray.init takes 
 
 
 def _add_sweep(sub):
-    from .sweep import SPEC_HELP, shipped_specs
+    from .spec import SPEC_HELP, shipped_specs
     p = sub.add_parser("sweep", help="tasks x seeds x configs as Ray tasks: train, frozen eval, optional hardware",
                        description="Run a sweep spec: every run trains (GPU where the workers have one), evaluates "
                                    "the float and the frozen policy, and optionally compiles, verifies and "

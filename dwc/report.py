@@ -94,10 +94,10 @@ def unfinished(sweep_dir: Path, state: dict) -> list[dict]:
 
 
 def training_left(sweep_dir: Path, state: dict) -> dict | None:
-    """The training the unfinished runs still need on one worker (dwc.sweep.TimeLeft: each run at its own
+    """The training the unfinished runs still need on one worker (dwc.spec.TimeLeft: each run at its own
     last training rate, or its task and config's in this folder); None where the folder's spec.yaml does
     not load (written by another dwc version)."""
-    from .sweep import TimeLeft, load_spec
+    from .spec import TimeLeft, load_spec
     try:
         jobs = load_spec(Path(sweep_dir) / "spec.yaml", scale_down=state.get("scale_down", False)).jobs(
             Path(sweep_dir).resolve())

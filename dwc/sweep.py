@@ -7,7 +7,7 @@ running cluster when its address is given) and restarts a run whose worker died;
 resumes from its last checkpoint. A run that finished wrote ``result.json`` and is never redone,
 so stopping a sweep and starting it again continues it.
 
-Layout (``dwc report`` reads it)::
+The spec and its runs: :mod:`dwc.spec`. Layout (``dwc report`` reads it)::
 
     SWEEP/spec.yaml, SWEEP/sweep.json               the spec and the runs it expands to, their state
     SWEEP/runs/TASK/CONFIG/seedS/run/               the training run (a dwc train run directory)
@@ -18,278 +18,18 @@ Layout (``dwc report`` reads it)::
 """
 from __future__ import annotations
 
-import hashlib
-import itertools
 import json
 import os
-import re
 import shutil
 import socket
-import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import DEFAULT_FREQ_MHZ, RESUMABLE, TrainConfig, config_from_options, train_command
+from .config import RESUMABLE, TrainConfig, train_command
 from .errors import UserError, interrupt_on_sigterm
-from .rundir import CHECKPOINT, checkpoint_info, hold_lock, last_logged_step, tail_records, write_json
-from .seeds import seed_dir
-
-SPEC_HELP = """\
-tasks: [InvertedPendulum-v5, Hopper-v5]   # Gymnasium env ids
-seeds: 10                                 # 1..10, or a list: [1, 2, 3]
-steps: 300000                             # env steps per run
-options: {algo: sac}                      # dwc train options shared by every config
-configs:                                  # name -> dwc train options (names as the flags, - or _)
-  dwc: {policy: dwc, width: [256, 1024]}  # a list expands: configs dwc-width256, dwc-width1024
-  mlp: {policy: mlp}
-  qmlp: {policy: qmlp, hardware: {target: none}}  # a config's own hardware keys (false: no hardware stage)
-  dwc-b15: {policy: dwc, thermo_bits: 15, tasks: [Hopper-v5]}  # tasks: this config on these of the tasks only
-hardware:                                 # optional: after training, per circuit run
-  target: ecp5-25k                        # compile + Verilator verify, then synthesis (a family such as ecp5: its smallest device that fits; none: no synthesis)
-  episodes: 3                             # closed-loop Verilator episodes (default: all evaluation episodes)
-  pipeline: max                           # register stages (dwc compile --pipeline); freq: 100 (MHz)
-resources:                                # optional
-  cpus_per_run: 1                         # Ray CPUs per run, also its torch threads
-  gpus_per_run: auto                      # auto: 1 when the cluster has GPUs, else 0; 0.25 packs 4 runs per GPU
-  max_retries: 3                          # restarts of a run whose worker died (each resumes)
-  seeds_per_run: 1                        # SAC: this many seeds of a config trained together in one worker
-                                          # (dwc train --seeds: faster than one process each; same runs)
-scale_down:                               # optional: what --scale-down changes, for a quick check of the spec
-  tasks: [Hopper-v5]                      # a subset of tasks (default: all)
-  seeds: 1                                # and any of steps, options (over every config's), hardware, resources
-"""
-
-# keys a spec's scale_down section may override (dwc sweep --scale-down)
-SCALE_DOWN_KEYS = {"tasks", "seeds", "steps", "options", "hardware", "resources"}
-
-SPEC_KEYS = {"tasks", "seeds", "steps", "options", "configs", "hardware", "resources", "scale_down"}
-# episodes None: the run's evaluation episodes, so float, frozen and hardware returns are over the same ones
-HARDWARE_KEYS = {"target": "none", "episodes": None, "pipeline": "max", "freq": DEFAULT_FREQ_MHZ}
-RESOURCE_KEYS = {"cpus_per_run": 1, "gpus_per_run": "auto", "max_retries": 3, "seeds_per_run": 1}
-# Options that change where and how fast a run goes, not what it computes: not part of a run's identity.
-PLACEMENT = {"device", "cuda_graphs", "threads", "checkpoint_every"}
-RESULT = "result.json"
-ATTEMPTS = "attempts.jsonl"
-
-
-def identity(cfg: TrainConfig) -> dict:
-    """The options that decide what a run computes."""
-    return {k: v for k, v in cfg.to_dict().items() if k not in PLACEMENT}
-
-
-@dataclass
-class Job:
-    id: str  # TASK/CONFIG/seedS
-    task: str
-    config: str
-    seed: int
-    dir: Path
-    cfg: TrainConfig
-    hardware: dict | None
-
-    @property
-    def key(self) -> str:
-        """What the run computes (recorded in its result.json)."""
-        return hashlib.sha256(json.dumps([identity(self.cfg), self.hardware], sort_keys=True).encode()).hexdigest()[:16]
-
-    def finished(self) -> bool:
-        """result.json is there and was computed by this run: the run directory's config (fields added
-        to dwc since it was written take their defaults) and the hardware options are the spec's."""
-        p = self.dir / RESULT
-        if not p.exists():
-            return False
-        from .rundir import load_config
-        try:
-            stored = load_config(self.dir / "run")
-        except UserError:
-            return False
-        return json.loads(p.read_text()).get("hardware") == self.hardware and identity(stored) == identity(self.cfg)
-
-    def logged_steps(self) -> int:
-        """The last step its metrics.jsonl logged, at most its budget."""
-        return min(last_logged_step(self.dir / "run"), self.cfg.steps)
-
-    def payload(self) -> dict:  # what a worker receives: plain data
-        return {"id": self.id, "task": self.task, "config": self.config, "seed": self.seed, "dir": str(self.dir),
-                "cfg": self.cfg.to_dict(), "hardware": self.hardware, "key": self.key}
-
-
-@dataclass
-class Spec:
-    path: Path
-    tasks: list[str]
-    seeds: list[int]
-    configs: dict[str, dict]  # expanded: name -> dwc train options
-    hardware: dict[str, dict | None]  # config name -> its hardware stage (None: none)
-    resources: dict = field(default_factory=dict)
-    scaled_down: bool = False  # loaded with the spec's scale_down section applied
-    config_tasks: dict[str, list[str]] = field(default_factory=dict)  # config name -> its tasks, if a subset
-
-    def jobs(self, out: Path) -> list[Job]:
-        jobs = []
-        # seed-major: the configs of one seed are queued together, so paired comparisons fill in seed by seed
-        for task, seed, (name, opts) in itertools.product(self.tasks, self.seeds, self.configs.items()):
-            if task not in self.config_tasks.get(name, self.tasks):
-                continue
-            cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"option in {self.path}, config {name}:")
-            cfg.threads = int(self.resources["cpus_per_run"])
-            hw = self.hardware[name] if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit
-            jobs.append(Job(f"{task}/{name}/seed{seed}", task, name, seed, seed_dir(out / "runs" / task / name, seed),
-                            cfg, hw))
-        return jobs
-
-
-def _expand(name: str, opts: dict) -> dict[str, dict]:
-    """A list-valued option makes one config per value (the product over several lists)."""
-    lists = [(k, v) for k, v in opts.items() if isinstance(v, list)]
-    if not lists:
-        return {name: opts}
-    out = {}
-    for values in itertools.product(*(v for _, v in lists)):
-        suffix = "-".join(f"{k.replace('_', '-')}{v}" for (k, _), v in zip(lists, values))
-        out[f"{name}-{suffix}"] = {**opts, **{k: v for (k, _), v in zip(lists, values)}}
-    return out
-
-
-def shipped_specs() -> dict[str, Path]:
-    """The sweep specs shipped with dwc (configs/ in the repository, dwc.configs in a wheel), by name."""
-    from .catalog import shipped_dir
-    return {p.stem: p for p in sorted(shipped_dir("configs").glob("*.yaml"))}
-
-
-def resolve_spec(path: Path) -> Path:
-    """``path`` itself, or the shipped spec of that name (``paper`` -> configs/paper.yaml) when no such file
-    exists here."""
-    path = Path(path)
-    if path.exists() or len(path.parts) != 1:
-        return path
-    specs = shipped_specs()
-    return specs.get(path.stem if path.suffix in (".yaml", ".yml") else path.name, path)
-
-
-def _hardware(hw: dict, where: str) -> dict:
-    """HARDWARE_KEYS with ``hw`` over them, checked."""
-    from .fpga.synth import target_names
-    if unknown := set(hw) - set(HARDWARE_KEYS):
-        raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(HARDWARE_KEYS)}")
-    hardware = {**HARDWARE_KEYS, **hw}
-    if hardware["target"] != "none" and hardware["target"] not in target_names():
-        raise UserError(f"{where}: target {hardware['target']!r}: choose from {', '.join(target_names())} or none")
-    if hardware["episodes"] is not None and not (isinstance(hardware["episodes"], int) and hardware["episodes"] >= 1):
-        raise UserError(f"{where}: episodes must be an integer >= 1")
-    return hardware
-
-
-def load_spec(path: Path, scale_down: bool = False) -> Spec:
-    """Read and check a sweep spec; every problem is one UserError line naming the file. ``scale_down``:
-    with the spec's scale_down section applied (fewer tasks, seeds, steps; options over every config's)."""
-    import yaml
-
-    path = resolve_spec(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"no sweep spec at {path}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)  # where the parser stopped (0-based)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        what = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UserError(f"{path} is not valid YAML{at}: {what}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: expected a mapping with tasks, seeds, steps, configs")
-    if unknown := set(raw) - SPEC_KEYS:
-        raise UserError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(SPEC_KEYS))}")
-    for k in ("tasks", "seeds", "configs"):
-        if k not in raw:
-            raise UserError(f"{path}: missing {k!r} (see dwc sweep --help)")
-
-    def mapping(v, what, names: bool = False):
-        """A YAML mapping; option names may use - or _ (``names``: keys are names, kept as written)."""
-        if not isinstance(v, dict):
-            raise UserError(f"{path}: {what} must be a mapping, got {v!r}")
-        return {str(k) if names else str(k).replace("-", "_"): x for k, x in v.items()}
-
-    def task_list(v, what):
-        tasks = v if isinstance(v, list) else [v]
-        if not tasks or not all(isinstance(t, str) for t in tasks):
-            raise UserError(f"{path}: {what} must be a list of env ids, got {v!r}")
-        return tasks
-
-    tasks = all_tasks = task_list(raw["tasks"], "tasks")  # tasks: after scale_down, a subset
-    down = {}
-    if scale_down:
-        if raw.get("scale_down") is None:
-            raise UserError(f"{path} has no scale_down section: --scale-down needs one (see dwc sweep --help)")
-        down = mapping(raw["scale_down"], "scale_down")
-        if unknown := set(down) - SCALE_DOWN_KEYS:
-            raise UserError(f"{path}: scale_down: unknown key(s) {', '.join(sorted(unknown))}; "
-                            f"known: {', '.join(sorted(SCALE_DOWN_KEYS))}")
-        if "tasks" in down:  # a subset, so the scaled-down spec cannot drift from the full one
-            if extra := [t for t in task_list(down["tasks"], "scale_down: tasks") if t not in tasks]:
-                raise UserError(f"{path}: scale_down: tasks {', '.join(extra)} not in the spec's tasks")
-            tasks = [t for t in tasks if t in down["tasks"]]
-        for k in ("seeds", "steps"):
-            if k in down:
-                raw[k] = down[k]
-    seeds = raw["seeds"]
-    if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1:
-        seeds = list(range(1, seeds + 1))
-    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)) or len(set(seeds)) != len(seeds):
-        raise UserError(f"{path}: seeds must be a count >= 1 or a list of distinct integers, got {raw['seeds']!r}")
-    shared = mapping(raw.get("options") or {}, "options")
-    if "steps" in raw:
-        shared["steps"] = raw["steps"]
-    for k in ("env", "seed"):
-        if k in shared:
-            raise UserError(f"{path}: options: {k} comes from {k}s, not options")
-    scaled = mapping(down.get("options") or {}, "scale_down: options")
-    hw_all = mapping(raw["hardware"], "hardware") if raw.get("hardware") is not None else None
-    hw_down = mapping(down.get("hardware") or {}, "scale_down: hardware")
-    configs, hardware, config_tasks = {}, {}, {}
-    for name, opts in mapping(raw["configs"], "configs", names=True).items():
-        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
-            raise UserError(f"{path}: config name {name!r}: use letters, digits and _.+- (it names folders)")
-        opts = mapping(opts or {}, f"config {name}")
-        hw = opts.pop("hardware", None)  # the config's own hardware keys, over the spec's (false: none)
-        only = opts.pop("tasks", None)  # a subset of the spec's tasks (a costly setting only where it is needed)
-        if only is not None:
-            only = task_list(only, f"config {name}: tasks")
-            if extra := [t for t in only if t not in all_tasks]:
-                raise UserError(f"{path}: config {name}: tasks {', '.join(extra)} not in the spec's tasks")
-        if hw is False or (hw is None and hw_all is None):
-            hw = None
-        else:
-            hw = _hardware({**(hw_all or {}), **mapping(hw or {}, f"config {name}: hardware"), **hw_down},
-                           f"{path}: config {name}: hardware" if hw else f"{path}: hardware")
-        for n, o in _expand(name, {**shared, **opts}).items():
-            if n in configs:
-                raise UserError(f"{path}: config {n} defined twice")
-            configs[n], hardware[n] = {**o, **scaled}, hw
-            if only is not None:
-                config_tasks[n] = only
-    if not configs:
-        raise UserError(f"{path}: configs is empty")
-    res = {**RESOURCE_KEYS, **mapping(raw.get("resources") or {}, "resources"),
-           **mapping(down.get("resources") or {}, "scale_down: resources")}
-    if unknown := set(res) - set(RESOURCE_KEYS):
-        raise UserError(f"{path}: resources: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(RESOURCE_KEYS)}")
-    if not (isinstance(res["cpus_per_run"], int) and res["cpus_per_run"] >= 1):
-        raise UserError(f"{path}: resources: cpus_per_run must be an integer >= 1")
-    if res["gpus_per_run"] != "auto" and not (isinstance(res["gpus_per_run"], (int, float)) and res["gpus_per_run"] >= 0):
-        raise UserError(f"{path}: resources: gpus_per_run must be auto or a number >= 0")
-    if not (isinstance(res["max_retries"], int) and res["max_retries"] >= 0):
-        raise UserError(f"{path}: resources: max_retries must be an integer >= 0")
-    if not (isinstance(res["seeds_per_run"], int) and res["seeds_per_run"] >= 1):
-        raise UserError(f"{path}: resources: seeds_per_run must be an integer >= 1")
-    from .rl.envs import check_env_id
-    for t in tasks:  # fail before any run starts
-        check_env_id(t).close()
-    spec = Spec(path, tasks, seeds, configs, hardware, res, scaled_down=scale_down, config_tasks=config_tasks)
-    if not spec.jobs(Path(".")):  # builds and validates every run's config
-        raise UserError(f"{path}: no runs: no config is given any of the tasks {', '.join(tasks)}")
-    return spec
+from .rundir import CHECKPOINT, checkpoint_info, hold_lock, write_json
+from .spec import ATTEMPTS, RESULT, Job, Spec, TimeLeft, load_spec
 
 
 def run_job(job: dict) -> dict:
@@ -598,48 +338,6 @@ def _groups(jobs: list[Job], size: int, longest_first: TimeLeft | None = None) -
         seconds, unknown = longest_first([g])
         return float("inf") if unknown else seconds
     return sorted(tasks, key=lambda g: (not started(g), -left(g)))
-
-
-class TimeLeft:
-    """How long a sweep's training has left, from each run's own training rate (the median of the last
-    env-steps/s it logged, charts/SPS) or, before it has trained, the median rate of the other runs of its
-    task and config in the sweep folder: a sweep of fast and slow configs has no single rate. The runs'
-    groups train in queue order on ``slots`` workers at once, the first ones now. Evaluation and the
-    hardware stages are not counted."""
-
-    def __init__(self, jobs: list[Job], slots: int):
-        self.slots, self.own = max(1, slots), {}
-        for j in jobs:
-            self.refresh(j)
-
-    def refresh(self, job: Job) -> None:
-        sps = [r["charts/SPS"] for r in tail_records(job.dir / "run", 32768)
-               if isinstance(r.get("charts/SPS"), (int, float)) and r["charts/SPS"] > 0]
-        if sps:
-            self.own[job.id] = (job.task, job.config, statistics.median(sps))
-
-    def rate(self, job: Job) -> float | None:
-        if job.id in self.own:
-            return self.own[job.id][2]
-        alike = [r for t, c, r in self.own.values() if (t, c) == (job.task, job.config)]
-        return statistics.median(alike) if alike else None
-
-    def __call__(self, groups: list[list[Job]]) -> tuple[float, int]:
-        """Seconds left and how many runs of ``groups`` have no rate to count (none of theirs has trained)."""
-        free, unknown = [0.0] * self.slots, 0
-        for group in groups:
-            rates = [(j, self.rate(j)) for j in group]
-            unknown += sum(r is None for _, r in rates)
-            i = free.index(min(free))
-            free[i] += max(((j.cfg.steps - j.logged_steps()) / r for j, r in rates if r), default=0.0)
-        return max(free), unknown
-
-    def text(self, groups: list[list[Job]]) -> str:
-        from tqdm import tqdm
-
-        seconds, unknown = self(groups)
-        unknown = f" + {unknown} run{'s' * (unknown != 1)} of a config not trained yet" if unknown else ""
-        return f"training left about {tqdm.format_interval(seconds)}{unknown}"
 
 
 def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_left: TimeLeft) -> None:

@@ -190,7 +190,7 @@ resources: {seeds_per_run: 2}
 
 
 def test_sweep_help_names_seeds_per_run():
-    from dwc.sweep import SPEC_HELP
+    from dwc.spec import SPEC_HELP
     assert "seeds_per_run" in SPEC_HELP
 
 
@@ -198,7 +198,8 @@ def test_sweep_help_names_seeds_per_run():
 def test_sweep_trains_the_seeds_of_a_config_together(tmp_path):
     """resources.seeds_per_run: the seeds of one config are one task, trained together; each run
     directory is its single run's (seed 2 compared with dwc train --seed 2) and each gets its result."""
-    from dwc.sweep import _groups, load_spec, run_jobs
+    from dwc.spec import load_spec
+    from dwc.sweep import _groups, run_jobs
     (tmp_path / "spec.yaml").write_text(SPEC)
     (tmp_path / "sweep").mkdir()
     jobs = load_spec(tmp_path / "spec.yaml").jobs(tmp_path / "sweep")

@@ -11,7 +11,7 @@ from dwc import published
 from dwc.cli import main
 from dwc.config import TrainConfig
 from dwc.errors import UserError
-from dwc.sweep import load_spec, shipped_specs
+from dwc.spec import load_spec, shipped_specs
 
 TASKS = ["Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "Walker2d-v5"]
 # the paper's SAC (dwc-reference: "Training protocol"); q_hidden = its critics, 2 x 256

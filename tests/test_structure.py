@@ -111,7 +111,7 @@ def test_one_default_clock_everywhere():
     from dwc.compile import compile_run
     from dwc.config import DEFAULT_FREQ_MHZ
     from dwc.fpga.synth import _synth_steps, synth, synth_build
-    from dwc.sweep import HARDWARE_KEYS
+    from dwc.spec import HARDWARE_KEYS
     assert {_default(sub, "freq") for sub in ("compile", "build")} == {DEFAULT_FREQ_MHZ}
     assert _default("synth", "freq") is None and "DEFAULT_FREQ_MHZ if freq_mhz is None" in inspect.getsource(_synth_steps)
     defaults = {inspect.signature(f).parameters[p].default

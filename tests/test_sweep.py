@@ -18,7 +18,7 @@ from dwc.errors import UserError
 from dwc.report import aggregate, curve, report
 from dwc.stats import quartiles
 from dwc.config import train_command
-from dwc.sweep import load_spec
+from dwc.spec import load_spec
 
 SMALL = {"learning_starts": 300, "batch_size": 32, "checkpoint_every": 200, "eval_episodes": 2, "thermo_bits": 7,
          "width": 32, "lut_inputs": 4, "hidden": 32}
@@ -89,11 +89,12 @@ configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
 def test_time_left_gives_each_run_its_own_rate(tmp_path):
     """A sweep's time left: a run that has trained goes at the rate it logged last; one that has not at
     the median rate of its task and config's other runs; the groups share the workers in queue order."""
-    from dwc.sweep import TimeLeft
+    from dwc.spec import TimeLeft
     spec = load_spec(write_spec(tmp_path / "s.yaml", """
 tasks: [Hopper-v5]
 seeds: 3
 steps: 10000
+options: {learning_starts: 1000}
 configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
 """))
     jobs = {j.id: j for j in spec.jobs(tmp_path / "out")}
@@ -107,7 +108,8 @@ configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
             f.write('{"step": 9')  # a torn last line is no record
     logs("Hopper-v5/mlp/seed1", [100.0, 80.0, 100.0], [8000, 9000, 10000])  # finished: its rate is 100
     logs("Hopper-v5/mlp/seed2", [50.0], [5000])   # half done at 50 steps/s: 100 s left
-    logs("Hopper-v5/dwc/seed1", [10.0, 20.0], [1000, 2000])  # 8000 steps at its median 15: 533 s
+    # 8000 steps at its median 15: 533 s; the rate of SAC's random warm-up (to step 1000) is not its rate
+    logs("Hopper-v5/dwc/seed1", [1500.0, 10.0, 20.0], [1000, 1500, 2000])
     tl = TimeLeft(list(jobs.values()), slots=2)
     assert tl.rate(jobs["Hopper-v5/mlp/seed3"]) == 75.0  # its config's others: the median of 100 and 50
     assert tl.rate(jobs["Hopper-v5/dwc/seed2"]) == 15.0 and tl.rate(jobs["Hopper-v5/mlp/seed2"]) == 50.0
