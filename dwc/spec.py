@@ -288,7 +288,8 @@ class TimeLeft:
 
     def refresh(self, job: Job) -> None:
         # SAC's first learning_starts steps take random actions and no updates, 50-100x faster than the rest
-        warm = job.cfg.sac.learning_starts if job.cfg.algo == "sac" else 0
+        # (a run no longer than that is all warm-up: then that is its rate)
+        warm = job.cfg.sac.learning_starts if job.cfg.algo == "sac" and job.cfg.sac.learning_starts < job.cfg.steps else 0
         sps = [r["charts/SPS"] for r in tail_records(job.dir / "run", 32768)
                if isinstance(r.get("charts/SPS"), (int, float)) and r["charts/SPS"] > 0 and r["step"] > warm]
         if sps:
@@ -300,19 +301,21 @@ class TimeLeft:
         alike = [r for t, c, r in self.own.values() if (t, c) == (job.task, job.config)]
         return statistics.median(alike) if alike else None
 
-    def __call__(self, groups: list[list[Job]]) -> tuple[float, int]:
-        """Seconds left and how many runs of ``groups`` have no rate to count (none of theirs has trained)."""
+    def __call__(self, groups: list[list[Job]], logged: dict[str, int] | None = None) -> tuple[float, int]:
+        """Seconds left and how many runs of ``groups`` have no rate to count (none of theirs has trained).
+        ``logged``: run id -> steps logged, where the caller has just read them (else read here)."""
         free, unknown = [0.0] * self.slots, 0
         for group in groups:
             rates = [(j, self.rate(j)) for j in group]
             unknown += sum(r is None for _, r in rates)
             i = free.index(min(free))
-            free[i] += max(((j.cfg.steps - j.logged_steps()) / r for j, r in rates if r), default=0.0)
+            done = lambda j: logged[j.id] if logged is not None else j.logged_steps()
+            free[i] += max(((j.cfg.steps - done(j)) / r for j, r in rates if r), default=0.0)
         return max(free), unknown
 
-    def text(self, groups: list[list[Job]]) -> str:
+    def text(self, groups: list[list[Job]], logged: dict[str, int] | None = None) -> str:
         from tqdm import tqdm
 
-        seconds, unknown = self(groups)
+        seconds, unknown = self(groups, logged)
         unknown = f" + {unknown} run{'s' * (unknown != 1)} of a config not trained yet" if unknown else ""
         return f"training left about {tqdm.format_interval(seconds)}{unknown}"

@@ -234,8 +234,6 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     ``seeds_per_run``, ``cpus_per_run``: over the spec's resources (where runs go and how many threads
     they use, not what they compute);
     ``longest_first``: queue the runs not begun by their training time left, longest first (see _groups)."""
-    import shutil
-
     spec = load_spec(spec_path, scale_down=scale_down)
     spec_path = spec.path  # a shipped spec's name resolved
     now_tasks, now_seeds, now_configs = _part(spec, tasks, seeds, configs)
@@ -278,45 +276,52 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
         write_json(out / "sweep.json", state)
         if not todo:
             return state
-        interrupt_on_sigterm()  # after ray.init, whose native SIGTERM handler would abort the driver instead
-        pending = {}
-        try:
-            res = ray.cluster_resources()
-            gpus = spec.resources["gpus_per_run"]
-            if gpus == "auto":
-                gpus = 1 if res.get("GPU", 0) > 0 else 0
-            log(f"engine: Ray {ray.__version__} ({where}): {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs; "
-                f"each run {spec.resources['cpus_per_run']} CPU, {gpus:g} GPU, up to {spec.resources['max_retries']} restarts")
-            slots = int(res.get("CPU", 0) // spec.resources["cpus_per_run"])
-            if gpus > 0:
-                slots = min(slots, int(res.get("GPU", 0) // gpus))
-            time_left = TimeLeft(jobs, slots)
-            task = ray.remote(run_job)
-            together = ray.remote(run_jobs)
-            if longest_first:
-                log("queue: the runs begun earlier first, then the longest training left first")
-            for group in _groups(todo, spec.resources["seeds_per_run"], time_left if longest_first else None):
-                for j in group:
-                    j.cfg.device = "cuda" if gpus > 0 else "cpu"
-                how = dict(num_cpus=spec.resources["cpus_per_run"], num_gpus=gpus, name="+".join(j.id for j in group),
-                           max_retries=spec.resources["max_retries"], retry_exceptions=False)
-                if len(group) == 1:
-                    pending[task.options(**how).remote(group[0].payload())] = group
-                else:
-                    pending[together.options(**how).remote([j.payload() for j in group])] = group
-            _wait(ray, pending, state, out, progress, log, time_left)
-        except KeyboardInterrupt:
-            # Ray raises KeyboardInterrupt inside each running run, which then checkpoints; give them a moment.
-            for ref in pending:
-                ray.cancel(ref)
-            ray.wait(list(pending), num_returns=len(pending), timeout=30)
-            raise
-        finally:
-            ray.shutdown()
+        _run_on_ray(ray, where, spec, jobs, todo, state, out, progress, log, longest_first)
         return state
     finally:
         if lock:
             lock.close()  # explicitly: a traceback kept by the caller would keep the file, and the lock, open
+
+
+def _run_on_ray(ray, where: str, spec: Spec, jobs: list[Job], todo: list[Job], state: dict, out: Path,
+                progress: bool, log, longest_first: bool) -> None:
+    """Queue the runs of ``todo`` on the started engine and wait for them all (``jobs``: every run of the
+    spec, for the time left); Ctrl-C or SIGTERM checkpoints the runs in flight, then the engine stops."""
+    interrupt_on_sigterm()  # after ray.init, whose native SIGTERM handler would abort the driver instead
+    pending = {}
+    try:
+        res = ray.cluster_resources()
+        gpus = spec.resources["gpus_per_run"]
+        if gpus == "auto":
+            gpus = 1 if res.get("GPU", 0) > 0 else 0
+        log(f"engine: Ray {ray.__version__} ({where}): {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs; "
+            f"each run {spec.resources['cpus_per_run']} CPU, {gpus:g} GPU, up to {spec.resources['max_retries']} restarts")
+        slots = int(res.get("CPU", 0) // spec.resources["cpus_per_run"])
+        if gpus > 0:
+            slots = min(slots, int(res.get("GPU", 0) // gpus))
+        time_left = TimeLeft(jobs, slots)
+        task = ray.remote(run_job)
+        together = ray.remote(run_jobs)
+        if longest_first:
+            log("queue: the runs begun earlier first, then the longest training left first")
+        for group in _groups(todo, spec.resources["seeds_per_run"], time_left if longest_first else None):
+            for j in group:
+                j.cfg.device = "cuda" if gpus > 0 else "cpu"
+            how = dict(num_cpus=spec.resources["cpus_per_run"], num_gpus=gpus, name="+".join(j.id for j in group),
+                       max_retries=spec.resources["max_retries"], retry_exceptions=False)
+            if len(group) == 1:
+                pending[task.options(**how).remote(group[0].payload())] = group
+            else:
+                pending[together.options(**how).remote([j.payload() for j in group])] = group
+        _wait(ray, pending, state, out, progress, log, time_left)
+    except KeyboardInterrupt:
+        # Ray raises KeyboardInterrupt inside each running run, which then checkpoints; give them a moment.
+        for ref in pending:
+            ray.cancel(ref)
+        ray.wait(list(pending), num_returns=len(pending), timeout=30)
+        raise
+    finally:
+        ray.shutdown()
 
 
 def _groups(jobs: list[Job], size: int, longest_first: TimeLeft | None = None) -> list[list[Job]]:
@@ -363,10 +368,11 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_
         done, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
         ended |= {j.id for ref in done for j in pending[ref]}
         if time.monotonic() - t_last > 2.0 or done:
+            logged = {j.id: j.cfg.steps if j.id in ended else j.logged_steps() for j in jobs}  # one read a tick
             # never backwards (a resumed run's metrics drop back to its checkpoint): a negative rate is no ETA
-            bar.n = max(bar.n, sum(j.cfg.steps if j.id in ended else j.logged_steps() for j in jobs))
+            bar.n = max(bar.n, sum(logged.values()))
             left = [g for g in pending.values() if not any(j.id in ended for j in g)]
-            bar.set_postfix_str(time_left.text(left), refresh=False)
+            bar.set_postfix_str(time_left.text(left, logged), refresh=False)
             bar.refresh()
             t_last = time.monotonic()
             if t_last - t_line >= 60.0:
@@ -376,7 +382,7 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_
                 if progress and not tty:
                     log(tqdm.format_meter(bar.n, bar.total, t_last - t0, prefix=f"sweep ({len(jobs)} runs)",
                                           unit="step", initial=initial, bar_format=fmt,
-                                          postfix=time_left.text(left)))
+                                          postfix=time_left.text(left, logged)))
                 t_line = t_last
         for ref in done:
             group = pending.pop(ref)

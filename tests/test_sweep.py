@@ -121,6 +121,8 @@ configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
     # dwc2 (667 s) after mlp3 on the first worker to free: 100 + 133 + 667
     assert left("Hopper-v5/mlp/seed2", "Hopper-v5/dwc/seed1", "Hopper-v5/mlp/seed3", "Hopper-v5/dwc/seed2") == (
         pytest.approx(100 + 10000 / 75 + 10000 / 15), 0)
+    # the steps a caller has just read (the progress bar's, every 2 s) are used as given, not read again
+    assert tl([[jobs["Hopper-v5/mlp/seed2"]]], {"Hopper-v5/mlp/seed2": 7500}) == (pytest.approx(2500 / 50), 0)
     # --longest-first: the begun runs first, then the longest left; a config with no rate counts as longest
     from dwc.sweep import _groups
     (jobs["Hopper-v5/mlp/seed2"].dir / "run" / "checkpoint.pt").write_bytes(b"")
