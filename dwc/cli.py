@@ -36,9 +36,9 @@ many runs:
 
 quick start (about 10 minutes on a 2-core laptop):
   dwc demo                                            # no training: a shipped policy to a bitstream
-  dwc build --env InvertedPendulum-v5 --steps 15000 --learning-starts 2000 --width 256 --thermo-bits 31 --out builds/ip
+  dwc build --env InvertedPendulum-v5 --steps 20000 --learning-starts 2000 --width 256 --thermo-bits 31 --out builds/ip
 or stage by stage (a shipped policy works too: policies/inverted-pendulum-v5-dwc):
-  dwc train --env InvertedPendulum-v5 --steps 15000 --learning-starts 2000 --width 256 --thermo-bits 31 --out runs/ip
+  dwc train --env InvertedPendulum-v5 --steps 20000 --learning-starts 2000 --width 256 --thermo-bits 31 --out runs/ip
   dwc compile runs/ip --out build/ip --pipeline 1     # IR + Verilog
   dwc verify build/ip --episodes 3                    # Verilator, closed loop against the IR
   dwc synth build/ip --target ecp5-25k                # bitstream + resources/Fmax report
@@ -476,9 +476,9 @@ def cmd_import(args) -> int:
 
 BUILD_HELP = """\
 examples:
-  dwc build --env InvertedPendulum-v5 --steps 15000 --width 256 --thermo-bits 31 --out builds/ip
+  dwc build --env InvertedPendulum-v5 --steps 20000 --width 256 --thermo-bits 31 --out builds/ip
   dwc build --env InvertedPendulum-v5 --steps 30000 --width 256 --thermo-bits 31 --out builds/ip
-                                           # the same build, trained on from step 15000
+                                           # the same build, trained on from step 20000
   dwc build --env Hopper-v5 --train-target ecp5 --width 256 --max-comparators 128 --out builds/hop4
                                            # trained as 4-input LUTs (ECP5's cell), built for ECP5-25k
   dwc build --from policies/hopper-v5-dwc --target xc7 --out builds/hopper     # skip training

@@ -266,11 +266,12 @@ def test_help_teaches():
 
 
 @pytest.mark.slow
-@pytest.mark.ci  # ~7 minutes on 2 cores: the one learning test CI runs
+@pytest.mark.ci  # ~9 minutes on 2 cores: the one learning test CI runs
 def test_dwc_sac_learns_inverted_pendulum(tmp_path):
-    """The learning check: a DWC actor trained with SAC balances the pendulum (return >= 900)."""
+    """The learning check: a DWC actor trained with SAC balances the pendulum (return >= 900). 20k steps:
+    15k sufficed on one machine and gave 573.1 on another (docs/ip-learning-cpu); seeds 1-3 scored 1000.0 at 20k."""
     run = tmp_path / "ip"
-    assert main(["train", "--env", ENV, "--steps", "15000", "--out", str(run), "--width", "256",
+    assert main(["train", "--env", ENV, "--steps", "20000", "--out", str(run), "--width", "256",
                  "--thermo-bits", "31", "--learning-starts", "2000", "--eval-episodes", "10", "--no-progress"]) == 0
     ev = json.loads((run / "eval.json").read_text())
     assert ev["mean_return"] >= 900, ev
