@@ -35,7 +35,10 @@ class BoardSim:
     def __init__(self, build: Path, *args: str, start_s: float = 600):
         self.proc = subprocess.Popen([sys.executable, "-m", "dwc", "board-sim", str(build), "--listen", "127.0.0.1:0",
                                       *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)  # its own process group: see stop()
+                                     start_new_session=True,  # its own process group: see stop()
+                                     # Ctrl-C reaches it as in a terminal, also when pytest itself was started in the
+                                     # background (nohup ... &), where SIGINT is ignored and children inherit that
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         # stderr drained from the start: a full pipe (a first Verilator build's output, warnings) would block
         # the board-sim process, before it listens or when it should exit on Ctrl-C
         self.lines, self.errors, self.url = [], [], None
