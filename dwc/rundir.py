@@ -7,8 +7,8 @@ config and metrics that the CLI, sweeps and reports use (dwc.rl.run writes them 
     RUN/tb/                TensorBoard event files
     RUN/eval.json          the final deterministic evaluation
     RUN/commands.txt       every command line that trained this run (one per leg: start, resumes)
-    RUN/legs.json          per leg, the device and precision it resolved (--precision/--device auto)
-                           and the dwc code that ran it (:func:`code_version`)
+    RUN/legs.json          per leg, the device and precision it resolved (--precision/--device auto),
+                           the dwc code that ran it (:func:`code_version`) and the machine (:func:`machine`)
     RUN/.lock              held by the process training it (:func:`hold_lock`)
 """
 from __future__ import annotations
@@ -47,8 +47,30 @@ def code_version() -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def machine() -> dict:
+    """Where a leg ran, recorded per training leg beside the code: a run is exact on one machine, but
+    another CPU model (other float kernels) or another version of a package it steps or trains with
+    rounds differently, so the same command can end elsewhere."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+    cpu = platform.processor()
+    try:  # Linux: the model name ("AMD EPYC ...", "Intel(R) Xeon(R) ..."); platform.processor() is the arch
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    packages = {}
+    for name in ("torch", "numpy", "mujoco", "gymnasium"):
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return {"cpu": cpu, "python": platform.python_version(), "packages": packages}
+
+
 __all__ = ["CHECKPOINT", "CHECKPOINT_INFO", "COMMANDS", "CONFIG", "LEGS", "LOCK", "METRICS", "atomic_write_bytes",
-           "checkpoint_info", "code_version", "episode_returns", "last_logged_step", "load_config", "read_metrics",
+           "checkpoint_info", "code_version", "episode_returns", "last_logged_step", "load_config", "machine", "read_metrics",
            "hold_lock", "record_checkpoint", "replaces_outputs", "tail_records", "write_json", "write_text"]
 
 CHECKPOINT = "checkpoint.pt"

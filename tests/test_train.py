@@ -244,6 +244,10 @@ def test_a_torn_metrics_line_does_not_stop_resume(tmp_path):
     code = legs[-1]["code"]  # the code that trained the leg: this checkout's commit, where there is one
     assert code["version"] == dwc.__version__ and code["path"] == str(Path(dwc.__file__).resolve().parent)
     assert len(code.get("commit", "x" * 40)) == 40
+    import numpy
+    import torch
+    where = legs[-1]["machine"]  # the machine that ran it: a run is exact on one CPU model and install only
+    assert where["cpu"] and where["packages"]["torch"] == torch.__version__ and where["packages"]["numpy"] == numpy.__version__
 
 
 def test_cli_errors_on_damaged_runs(tmp_path):

@@ -15,7 +15,7 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError
 from ..rundir import (CHECKPOINT, COMMANDS, CONFIG, LEGS, LOCK, METRICS, atomic_write_bytes, code_version,
-                      episode_returns, hold_lock, read_metrics, record_checkpoint, write_json)
+                      episode_returns, hold_lock, machine, read_metrics, record_checkpoint, write_json)
 
 
 def rng_state() -> dict:
@@ -107,7 +107,7 @@ class RunDir:
         p = self.path / LEGS
         legs = json.loads(p.read_text()) if p.exists() else []
         legs = [leg for leg in legs if leg["from_step"] < self.start_step]  # legs a crash discarded go
-        write_json(p, legs + [dict(from_step=self.start_step, **facts, code=code_version())])
+        write_json(p, legs + [dict(from_step=self.start_step, **facts, code=code_version(), machine=machine())])
 
     def _truncate_metrics(self, step: int) -> None:
         """Keep only metrics up to the checkpoint, so a resumed run never logs a step twice (a line
