@@ -276,8 +276,9 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
 
 class TimeLeft:
     """How long a sweep's training has left, from each run's own training rate (the median of the last
-    env-steps/s it logged after SAC's random warm-up, charts/SPS) or, before it has trained, the median rate of the other runs of its
-    task and config in the sweep folder: a sweep of fast and slow configs has no single rate. The runs'
+    env-steps/s it logged after SAC's random warm-up, charts/SPS) or, before it has trained, the median
+    rate of the other runs of its task and config in the sweep folder: a sweep of fast and slow configs
+    has no single rate. The runs'
     groups train in queue order on ``slots`` workers at once, the first ones now. Evaluation and the
     hardware stages are not counted."""
 
@@ -289,9 +290,10 @@ class TimeLeft:
     def refresh(self, job: Job) -> None:
         # SAC's first learning_starts steps take random actions and no updates, 50-100x faster than the rest
         # (a run no longer than that is all warm-up: then that is its rate)
-        warm = job.cfg.sac.learning_starts if job.cfg.algo == "sac" and job.cfg.sac.learning_starts < job.cfg.steps else 0
+        sac = job.cfg.sac
+        warm = sac.learning_starts if job.cfg.algo == "sac" and sac.learning_starts < job.cfg.steps else 0
         sps = [r["charts/SPS"] for r in tail_records(job.dir / "run", 32768)
-               if isinstance(r.get("charts/SPS"), (int, float)) and r["charts/SPS"] > 0 and r["step"] > warm]
+               if isinstance(r.get("charts/SPS"), (int, float)) and r["charts/SPS"] > 0 and r.get("step", 0) > warm]
         if sps:
             self.own[job.id] = (job.task, job.config, statistics.median(sps))
 
@@ -305,11 +307,11 @@ class TimeLeft:
         """Seconds left and how many runs of ``groups`` have no rate to count (none of theirs has trained).
         ``logged``: run id -> steps logged, where the caller has just read them (else read here)."""
         free, unknown = [0.0] * self.slots, 0
+        done = (lambda j: logged[j.id]) if logged is not None else (lambda j: j.logged_steps())
         for group in groups:
             rates = [(j, self.rate(j)) for j in group]
             unknown += sum(r is None for _, r in rates)
             i = free.index(min(free))
-            done = lambda j: logged[j.id] if logged is not None else j.logged_steps()
             free[i] += max(((j.cfg.steps - done(j)) / r for j, r in rates if r), default=0.0)
         return max(free), unknown
 
