@@ -247,12 +247,17 @@ def cmd_eval(args) -> int:
     load_config(args.run)  # a wrong path fails at once, before torch is imported
     from .evaluation import eval_text, evaluate_run
     from .policy import is_exported
-    from .rundir import write_json
+    from .rundir import hold_lock, write_json
     out = args.out or (None if is_exported(args.run) else args.run / "eval.json")
+    # The run's own eval.json belongs to its training, which writes it at the end: not while it trains.
+    lock = hold_lock(args.run, "dwc eval", f"Its eval.json is written when the training ends; to evaluate "
+                     f"the latest checkpoint now, pass --out FILE") if args.out is None and out is not None else None
     result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed,
                           progress=not args.no_progress, frozen=args.frozen, write=False)
     if out is not None:
         write_json(out, result)
+    if lock is not None:
+        lock.close()
     print(json.dumps(result, indent=2) if args.json else eval_text(result))
     print(f"wrote {out}" if out is not None else
           f"{args.run} is an exported policy: its recorded eval.json is kept; --out FILE saves this evaluation",

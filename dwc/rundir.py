@@ -169,9 +169,10 @@ def checkpoint_info(run: Path) -> dict | None:
 LOCK = ".lock"
 
 
-def hold_lock(folder: Path, what: str):
-    """Take FOLDER/.lock for this process, or raise UserError naming the process that holds it: two
-    processes training one run, or driving one sweep, would interleave their metrics and checkpoints.
+def hold_lock(folder: Path, what: str, advice: str = ""):
+    """Take FOLDER/.lock for this process, or raise UserError naming the process that holds it (and
+    ADVICE, what to do instead): two processes training one run, or driving one sweep, would
+    interleave their metrics and checkpoints.
     The lock is the OS's (flock), so it goes with its process however that ends, and never goes stale;
     keep the returned file open while it is needed, close it to let go (None where the OS has no flock)."""
     try:
@@ -190,8 +191,9 @@ def hold_lock(folder: Path, what: str):
         f.seek(0)
         holder = f.read().strip() or "another process"
         f.close()
-        raise UserError(f"{folder} is in use: {holder}. One {what} at a time in a folder: wait for it to end, "
-                        f"or stop it (Ctrl-C, or kill PID: it checkpoints first) and start again") from None
+        raise UserError(f"{folder} is in use: {holder}. " + (advice or
+                        f"One {what} at a time in a folder: wait for it to end, "
+                        f"or stop it (Ctrl-C, or kill PID: it checkpoints first) and start again")) from None
     except OSError:  # a file system without locks (some FUSE and parallel ones): go on unguarded, as before
         f.close()
         return None

@@ -203,8 +203,9 @@ def test_cli_errors(tmp_path):
 
 
 def test_one_process_trains_a_run_at_a_time(tmp_path):
-    """A second dwc train on a run that a process is training stops with that process's pid; the lock
-    goes with the training, so the run resumes once it has ended."""
+    """A second dwc train on a run that a process is training stops with that process's pid, and so
+    does a dwc eval that would write the run's eval.json; the lock goes with the training, so the
+    run resumes once it has ended."""
     import os
     from dwc.rundir import hold_lock
     run = tmp_path / "run"
@@ -214,6 +215,9 @@ def test_one_process_trains_a_run_at_a_time(tmp_path):
         assert_one_line_error(run_cli("train", "--out", str(run), "--resume", "--steps", "300"),
                               f"is in use: training by pid {os.getpid()}")
         assert_one_line_error(run_cli("train", "--env", ENV, "--out", str(tmp_path / "run")), "in use")
+        # nor does dwc eval write the run's eval.json under it; --out evaluates the checkpoint elsewhere
+        assert_one_line_error(run_cli("eval", str(run), "--episodes", "1"), "pass --out FILE")
+        assert main(["eval", str(run), "--episodes", "1", "--no-progress", "--out", str(tmp_path / "e.json")]) == 0
     finally:
         held.close()
     assert main(["train", "--out", str(run), "--resume", "--steps", "300", "--no-progress"]) == 0
