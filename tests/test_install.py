@@ -66,3 +66,17 @@ def test_paper_spec_from_a_wheel(wheel_python, tmp_path):
     assert res.returncode == 0, res.stderr
     path, runs = res.stdout.split()
     assert "site-packages" in path and path.endswith("dwc/configs/paper.yaml") and int(runs) == 150
+
+
+def test_the_readme_test_command_is_what_ci_runs():
+    """The README's second command (install, then the test suite) and .ci/run install the same
+    system tools and run the same pip and pytest steps, so what a user runs is what CI passed."""
+    import re
+    blocks = re.findall(r"```bash\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
+    readme = blocks[1].strip()
+    ci = (ROOT / ".ci" / "run").read_text()
+    python_steps = lambda s: s[s.index("python3 -m venv"):].replace(" -q", "")  # noqa: E731 (CI's pip is quiet)
+    assert python_steps(readme) == python_steps(ci.strip().splitlines()[-1])
+    tools = re.findall(r"(\S+):(\S+)", re.search(r"for need in (.*?); do", ci).group(1))
+    for command, package in tools:
+        assert f"command -v {command}" in readme and package in readme
