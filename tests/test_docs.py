@@ -27,31 +27,46 @@ def test_relative_links_resolve():
     assert not broken, "links to nothing:\n" + "\n".join(broken)
 
 
-def test_five_task_returns_in_the_readme_are_the_archived_runs():
-    """The five-task tables (README, docs/results.md) give, per task and policy, the median over the archived seeds
-    and each seed's return: they are the deployed returns (the frozen circuit's for a DWC) that the
-    runs in docs/five-tasks/sweep recorded, so a newly finished seed cannot leave a stale figure."""
+RUNS = ROOT / "docs" / "five-tasks" / "sweep" / "runs"
+
+
+def archived_returns(task: str, config: str) -> list[float]:
+    """The deployed return (the frozen circuit's for a DWC, else the float policy's) of each finished
+    seed of TASK and CONFIG in the five-task archive, by seed."""
     import json
+    results = [json.loads(r.read_text()) for r in (RUNS / task / config).glob("seed*/result.json")]
+    return [r["frozen_return"] if r.get("frozen_return") is not None else r["float_return"]
+            for r in sorted(results, key=lambda r: r["seed"])]
+
+
+def test_five_task_returns_in_the_docs_are_the_archived_runs():
+    """The five-task tables give, per task and policy, the median over the archived seeds and each
+    seed's return: they are what the runs in docs/five-tasks/sweep recorded, so a newly finished
+    seed cannot leave a stale figure. The README and docs/results.md: one cell per policy (median
+    first, then the seeds); docs/five-tasks/README.md: one row per config (the seeds, then the median)."""
     import statistics
-    runs = ROOT / "docs" / "five-tasks" / "sweep" / "runs"
+    one = lambda x: round(x, 1)  # noqa: E731 (the docs give one decimal)
+    numbers = lambda cell: [float(x) for x in re.findall(r"\d+\.\d", cell)]  # noqa: E731
     rows = (re.findall(r"^\| (\w+-v5) \| (.*?) \| (.*?) \| \d+ \| \d+ \|", (ROOT / "README.md").read_text(), re.M)
             + re.findall(r"^\| (\w+-v5) \| (.*?) \| (.*?) \| \d+ / \d+ \|", (ROOT / "docs/results.md").read_text(), re.M))
     checked = []
     for task, dwc_cell, mlp_cell in rows:
-        if not (runs / task).is_dir():
+        if not (RUNS / task).is_dir():
             continue  # Hopper: its own shipped runs, not the sweep's
-        for cell, configs in ((dwc_cell, [c for c in (runs / task).iterdir() if c.name.startswith("dwc")]),
-                              (mlp_cell, [runs / task / "mlp"])):
-            (config,) = configs
-            results = [json.loads(r.read_text()) for r in sorted(config.glob("seed*/result.json"),
-                                                                  key=lambda p: int(p.parent.name[4:]))]
-            deployed = [r["frozen_return"] if r.get("frozen_return") is not None else r["float_return"]
-                        for r in results]
-            returns = [round(x, 1) for x in deployed]
-            shown = [float(x) for x in re.findall(r"\d+\.\d", cell)]
-            assert shown[0] == round(statistics.median(deployed), 1), (task, config.name, cell, returns)
-            assert f"n = {len(returns)}" in cell, (task, config.name, cell)
-            if len(returns) > 1:
-                assert shown[1:1 + len(returns)] == returns, (task, config.name, cell, returns)
-            checked.append((task, config.name))
+        (dwc_config,) = [c.name for c in (RUNS / task).iterdir() if c.name.startswith("dwc")]
+        for cell, config in ((dwc_cell, dwc_config), (mlp_cell, "mlp")):
+            deployed, shown = archived_returns(task, config), numbers(cell)
+            assert shown[0] == one(statistics.median(deployed)), (task, config, cell, deployed)
+            assert f"n = {len(deployed)}" in cell, (task, config, cell)
+            if len(deployed) > 1:
+                assert shown[1:1 + len(deployed)] == [one(x) for x in deployed], (task, config, cell, deployed)
+            checked.append((task, config))
     assert len(checked) == 16, checked  # 4 tasks x 2 policies, in the README and in docs/results.md
+    rows = re.findall(r"^\| (\w+-v5) \| ([\w-]+) \| (\d+) of \d+ \| (.*?) \|",
+                      (ROOT / "docs/five-tasks/README.md").read_text(), re.M)
+    for task, config, finished, cell in rows:
+        deployed, shown = archived_returns(task, config), numbers(cell)
+        assert int(finished) == len(deployed) and shown[:len(deployed)] == [one(x) for x in deployed], (task, config, cell)
+        if len(deployed) > 1:
+            assert f"median {one(statistics.median(deployed))}" in cell, (task, config, cell)
+    assert len(rows) == 8, rows
