@@ -970,7 +970,7 @@ def _add_report(sub):
     p = sub.add_parser("report", help="paper-style table and learning curves of a sweep",
                        description="Per task and config, over seeds: the IQM with a 95% bootstrap CI, the median "
                                    "and quartiles of the float, frozen and hardware (Verilator) return, LUTs, Fmax; "
-                                   "each config compared with the earlier configs of the spec it shares its "
+                                   "each finished run by seed; each config compared with the earlier configs of the spec it shares its "
                                    "precision with or differs from in precision alone, over paired seeds. Writes "
                                    "SWEEP/report.json, SWEEP/report.md and SWEEP/curves_TASK.png. Works on a sweep "
                                    "still running or stopped: it ends with the runs not finished, each started one "

@@ -1,4 +1,4 @@
-"""``dwc report SWEEP``: the paper-style table of a sweep, its comparisons and learning curves.
+"""``dwc report SWEEP``: the paper-style table of a sweep, each run by seed, its comparisons and learning curves.
 
 Per task and configuration, over seeds: the IQM with a 95% bootstrap CI (:mod:`dwc.stats`), the
 median and quartiles of the float policy's return, of the frozen integer circuit's and (when the
@@ -258,6 +258,32 @@ def spread_table(rows: list[dict], markdown: bool = False) -> str:
     return _grid(head, [[r["task"], r["config"]] + [_cell(r[k]) for k in RETURNS] for r in rows], markdown)
 
 
+# each finished run's own figures, as report.json "runs" holds them
+RUN_KEYS = ("task", "config", "seed", "train_steps", *RETURNS, "rtl_equals_frozen", "luts", "ir_luts", "comparators", "fmax_mhz",
+            "latency_cycles", "target")
+
+
+def by_seed(rows: list[dict], results: list[dict]) -> list[dict]:
+    """Every finished run's figures, grouped as the rows are (the spec's order), by seed within a
+    group: the values the medians and IQMs above summarise."""
+    order = {(r["task"], r["config"]): i for i, r in enumerate(rows)}
+    ranked = sorted(results, key=lambda r: (order.get((r["task"], r["config"]), len(order)), r["seed"]))
+    return [{k: r.get(k) for k in RUN_KEYS} for r in ranked]
+
+
+def seed_table(runs: list[dict], markdown: bool = False) -> str:
+    """One line per finished run: its returns, its circuit's size and clock and the device it was placed on."""
+    num = lambda x, fmt="{:.1f}": "-" if x is None else fmt.format(x)  # noqa: E731
+    head = ["task", "config", "seed", "steps", "float return", "frozen return", "hardware return", "LUTs",
+            "comparators", "Fmax MHz", "FPGA"]
+    body = [[r["task"], r["config"], str(r["seed"]), num(r["train_steps"], "{:d}"), num(r["float_return"]),
+             num(r["frozen_return"]),
+             num(r["rtl_return"]) + (" (DIFFERS from frozen)" if r["rtl_equals_frozen"] is False else ""),
+             num(r["luts"] if r["luts"] is not None else r["ir_luts"], "{:.0f}"), num(r["comparators"], "{:.0f}"), num(r["fmax_mhz"]), r["target"] or "-"]
+            for r in runs]
+    return _grid(head, body, markdown)
+
+
 def comparison_table(comps: list[dict], markdown: bool = False) -> str:
     def note(c: dict) -> str:  # with n = 0 the note already says why nothing paired
         return "; ".join(([c["note"]] if c["note"] else []) + [f"not paired: {u}" for u in c.get("unpaired", []) if c["n"]])
@@ -429,6 +455,7 @@ def text(rep: dict, markdown: bool = False) -> str:
         "Returns: IQM over seeds [95% CI]", "", table(rep["rows"], markdown), "",
         "Against the published results", "", paper_table(rep["paper"]["rows"], markdown), "", rep["paper"]["legend"], "",
         "Spread of the returns over seeds: median [25th, 75th percentile]", "", spread_table(rep["rows"], markdown), "",
+        "By seed: each finished run", "", seed_table(rep.get("runs", []), markdown), "",
         "Comparisons. " + rep["baseline_rule"], "", comps, "", rep["legend"], "",
         unfinished_text(rep.get("unfinished", []), rep["runs_planned"], markdown, rep.get("training_left"))])
 
@@ -444,7 +471,7 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
     curves = plot_curves(sweep_dir, results)
     rep = {"sweep": str(sweep_dir), "runs_planned": len(state["runs"]), "runs_finished": len(results),
            "failed": failed, "unfinished": unfinished(sweep_dir, state), "training_left": training_left(sweep_dir, state),
-           "rows": rows,
+           "rows": rows, "runs": by_seed(rows, results),
            "baselines": baselines or None, "baseline_rule": RULE,
            "comparisons": comparisons(state, results, baselines), "curves": curves, "legend": LEGEND,
            "paper": {"source": published.SOURCE, "rows": paper_rows(rows), "legend": PAPER_LEGEND}}
