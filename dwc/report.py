@@ -469,14 +469,17 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
     rows = aggregate(state, results, intervals=True, sweep_dir=sweep_dir)
     failed = {rid: rec.get("error") for rid, rec in state["runs"].items() if rec.get("state") == "failed"}
     curves = plot_curves(sweep_dir, results)
-    rep = {"sweep": str(sweep_dir), "runs_planned": len(state["runs"]), "runs_finished": len(results),
+    import shlex
+    command = shlex.join(["dwc", "report", str(sweep_dir)] + [a for b in baselines or [] for a in ("--baseline", b)])
+    rep = {"sweep": str(sweep_dir), "command": command, "runs_planned": len(state["runs"]), "runs_finished": len(results),
            "failed": failed, "unfinished": unfinished(sweep_dir, state), "training_left": training_left(sweep_dir, state),
            "rows": rows, "runs": by_seed(rows, results),
            "baselines": baselines or None, "baseline_rule": RULE,
            "comparisons": comparisons(state, results, baselines), "curves": curves, "legend": LEGEND,
            "paper": {"source": published.SOURCE, "rows": paper_rows(rows), "legend": PAPER_LEGEND}}
     write_json(sweep_dir / "report.json", rep)
-    md = [f"# Sweep report: {len(results)} of {len(state['runs'])} runs finished", "", text(rep, markdown=True), ""]
+    md = [f"# Sweep report: {len(results)} of {len(state['runs'])} runs finished", "", f"Written by `{command}`.", "",
+          text(rep, markdown=True), ""]
     md += [f"![{Path(c).stem}]({Path(c).name})" for c in curves]
     write_text(sweep_dir / "report.md", "\n".join(md) + "\n")
     return rep

@@ -150,6 +150,7 @@ def test_report_gives_cis_and_compares_with_the_stated_baseline(tmp_path, few_re
     assert few["n"] == 1 and few["seeds"] == [1] and few["ratio_ci_low"] is None and few["note"] == "n = 1, no CI"
     assert few["unpaired"] == [f"seed 2: {STEPS // 2} steps, the baseline {STEPS}"]
     md = (sweep / "report.md").read_text()
+    assert rep["command"] == f"dwc report {sweep}" and f"Written by `dwc report {sweep}`." in md
     assert "n = 2, no CI" in md and "n = 1, no CI" in md and f"seed 2: {STEPS // 2} steps, the baseline {STEPS}" in md
     assert "| alpha | zeta-ref | float |" in md and "2.000 [2.000, 2.000]" in md
     # the circuits' latency, and each device a family target placed them on
@@ -208,7 +209,7 @@ def test_report_baseline_named_on_the_command_line(tmp_path, capsys, few_resampl
     sweep = write_sweep(tmp_path / "s")
     assert main(["report", str(sweep), "--baseline", "alpha", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert rep["baselines"] == ["alpha"]
+    assert rep["baselines"] == ["alpha"] and rep["command"] == f"dwc report {sweep} --baseline alpha"
     comps = {(c["config"], c["figure"]): c for c in rep["comparisons"]}
     c = comps["zeta-ref", "float_return"]
     assert c["baseline"] == "alpha" and (c["ratio"], c["ratio_ci_low"], c["ratio_ci_high"]) == (0.5, 0.5, 0.5)
