@@ -892,6 +892,7 @@ examples:
   dwc sweep paper --out /nfs/sweeps/paper --address auto   # the paper's protocol, on a running Ray cluster
   dwc sweep paper --scale-down                     # the same spec at its scale_down size (minutes, CPU)
   dwc sweep paper --tasks Ant-v5 --seeds 1-2       # part of a spec now; the same folder takes the rest later
+  dwc sweep sweep.yaml --out sweeps/mine --stop-after 2h   # 2 hours of it, then checkpoint and stop (exit 3)
   dwc report sweeps/paper-scale-down
   dwc export sweeps/mine --task Hopper-v5 --config dwc --out policies/hopper-dwc   # ship the median seed
 
@@ -903,6 +904,9 @@ A run whose worker dies is restarted by Ray (up to resources.max_retries) and re
 checkpoint (every --checkpoint-every steps, an option like any other). Ctrl-C stops the sweep; the
 running runs checkpoint first. On a cluster, every node needs dwc installed and the sweep folder on
 shared storage; --address (or RAY_ADDRESS) names the cluster, as ray.init takes it.
+
+Exit status: 0 every run finished; 1 a run failed (the others went on); 2 bad input; 3 stopped by
+--stop-after with runs left; 130 interrupted (Ctrl-C, SIGTERM).
 """
 
 
@@ -937,6 +941,10 @@ def _add_sweep(sub):
                    help="queue the runs not begun yet by their training time left, longest first (each at the rate "
                         "of its config's runs in the folder; a config with none counts as longest), instead of the "
                         "spec's order: on a few workers a slow config queued last trains alone at the end")
+    p.add_argument("--stop-after", type=_duration, metavar="TIME",
+                   help="stop after TIME (e.g. 2h, 90m, 1h30m, 600s) as Ctrl-C stops: the runs in flight checkpoint "
+                        "and the same command continues them; exit status 3 while runs are left. For parts of a "
+                        "sweep on a machine lent for a few hours")
     p.add_argument("--address", help="a running Ray cluster (auto, HOST:PORT or ray://HOST:PORT); default: a "
                                      "local engine on this machine, or RAY_ADDRESS when set")
     p.add_argument("--cpus", type=int, help="local engine: CPUs to use (default all)")
@@ -944,7 +952,19 @@ def _add_sweep(sub):
     p.add_argument("--json", action="store_true", help="print the final state as JSON")
 
 
+def _duration(text: str) -> float:
+    """'2h', '90m', '1h30m', '600s' or '600' (seconds) as seconds."""
+    import re
+    m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", text.strip())
+    seconds = sum(float(x or 0) * k for x, k in zip(m.groups(), (3600, 60, 1))) if m else 0.0
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time: give hours, minutes and/or seconds, e.g. 2h, 90m, "
+                                         f"1h30m, 600s")
+    return seconds
+
+
 def cmd_sweep(args) -> int:
+    from .errors import TimeLimit
     from .sweep import sweep
     if args.cpus is not None and args.cpus < 1:
         raise UserError(f"--cpus must be >= 1, got {args.cpus}")
@@ -952,9 +972,17 @@ def cmd_sweep(args) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     seeds = parse_seeds(args.seeds) if args.seeds else None
     configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
-    state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args),
-                  scale_down=args.scale_down, tasks=tasks, seeds=seeds, seeds_per_run=args.seeds_per_run,
-                  configs=configs, cpus_per_run=args.cpus_per_run, longest_first=args.longest_first)
+    try:
+        state = sweep(args.spec, args.out, args.address, args.cpus, progress=not args.no_progress, log=_log_for(args),
+                      scale_down=args.scale_down, tasks=tasks, seeds=seeds, seeds_per_run=args.seeds_per_run,
+                      configs=configs, cpus_per_run=args.cpus_per_run, longest_first=args.longest_first,
+                      stop_after=args.stop_after)
+    except TimeLimit:
+        from datetime import timedelta
+        print(f"dwc sweep: stopped after {timedelta(seconds=round(args.stop_after))} (--stop-after): finished runs are kept and the others "
+              f"checkpointed; the same dwc sweep command continues them (dwc report shows where each stands)",
+              file=sys.stderr)
+        return 3
     runs = state["runs"].values()
     failed = [r for r in runs if r["state"] == "failed"]
     if args.json:

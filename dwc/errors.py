@@ -38,5 +38,10 @@ def interrupts_held():
             signal.raise_signal(s)
 
 
+class TimeLimit(KeyboardInterrupt):
+    """Work stopped at the time it was given (dwc sweep --stop-after): it checkpoints as Ctrl-C does,
+    and is told apart from Ctrl-C where that matters (the exit status)."""
+
+
 class UserError(Exception):
     """Bad input or an unusable environment: a message for the user, never a traceback."""

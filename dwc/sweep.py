@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from .config import RESUMABLE, TrainConfig, train_command
-from .errors import UserError, interrupt_on_sigterm
+from .errors import TimeLimit, UserError, interrupt_on_sigterm
 from .rundir import CHECKPOINT, checkpoint_info, hold_lock, write_json
 from .spec import ATTEMPTS, RESULT, Job, Spec, TimeLeft, load_spec
 
@@ -226,14 +226,17 @@ def _part(spec: Spec, tasks: list[str] | None, seeds: list[int] | None,
 def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, cpus: int | None = None,
           progress: bool = True, log=print, scale_down: bool = False, tasks: list[str] | None = None,
           seeds: list[int] | None = None, seeds_per_run: int | None = None, configs: list[str] | None = None,
-          cpus_per_run: int | None = None, longest_first: bool = False) -> dict:
+          cpus_per_run: int | None = None, longest_first: bool = False, stop_after: float | None = None) -> dict:
     """Run every unfinished run of the spec on Ray; returns (and writes to SWEEP/sweep.json) the state.
     ``scale_down``: the spec with its scale_down section applied (default folder sweeps/SPEC-NAME-scale-down).
     ``tasks``/``seeds``/``configs``: run only the spec's runs of these (a part now, the rest later, into the
     same folder);
     ``seeds_per_run``, ``cpus_per_run``: over the spec's resources (where runs go and how many threads
     they use, not what they compute);
-    ``longest_first``: queue the runs not begun by their training time left, longest first (see _groups)."""
+    ``longest_first``: queue the runs not begun by their training time left, longest first (see _groups);
+    ``stop_after``: seconds from now after which the runs in flight checkpoint and the sweep stops, as on
+    Ctrl-C, raising :class:`TimeLimit` (a part of a sweep on a machine lent for a while)."""
+    deadline = time.monotonic() + stop_after if stop_after else None
     spec = load_spec(spec_path, scale_down=scale_down)
     spec_path = spec.path  # a shipped spec's name resolved
     now_tasks, now_seeds, now_configs = _part(spec, tasks, seeds, configs)
@@ -276,7 +279,7 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
         write_json(out / "sweep.json", state)
         if not todo:
             return state
-        _run_on_ray(ray, where, spec, jobs, todo, state, out, progress, log, longest_first)
+        _run_on_ray(ray, where, spec, jobs, todo, state, out, progress, log, longest_first, deadline)
         return state
     finally:
         if lock:
@@ -284,9 +287,10 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
 
 
 def _run_on_ray(ray, where: str, spec: Spec, jobs: list[Job], todo: list[Job], state: dict, out: Path,
-                progress: bool, log, longest_first: bool) -> None:
+                progress: bool, log, longest_first: bool, deadline: float | None = None) -> None:
     """Queue the runs of ``todo`` on the started engine and wait for them all (``jobs``: every run of the
-    spec, for the time left); Ctrl-C or SIGTERM checkpoints the runs in flight, then the engine stops."""
+    spec, for the time left); Ctrl-C, SIGTERM or the ``deadline`` (time.monotonic()) checkpoints the runs
+    in flight, then the engine stops."""
     interrupt_on_sigterm()  # after ray.init, whose native SIGTERM handler would abort the driver instead
     pending = {}
     try:
@@ -313,7 +317,7 @@ def _run_on_ray(ray, where: str, spec: Spec, jobs: list[Job], todo: list[Job], s
                 pending[task.options(**how).remote(group[0].payload())] = group
             else:
                 pending[together.options(**how).remote([j.payload() for j in group])] = group
-        _wait(ray, pending, state, out, progress, log, time_left)
+        _wait(ray, pending, state, out, progress, log, time_left, deadline)
     except KeyboardInterrupt:
         # Ray raises KeyboardInterrupt inside each running run, which then checkpoints; give them a moment.
         for ref in pending:
@@ -345,9 +349,11 @@ def _groups(jobs: list[Job], size: int, longest_first: TimeLeft | None = None) -
     return sorted(tasks, key=lambda g: (not started(g), -left(g)))
 
 
-def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_left: TimeLeft) -> None:
-    """Until every task of ``pending`` (Ray reference -> its runs) has ended: the progress bar, each
-    run's state in SWEEP/sweep.json and a line per finished or failed run."""
+def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_left: TimeLeft,
+          deadline: float | None = None) -> None:
+    """Until every task of ``pending`` (Ray reference -> its runs) has ended, or the ``deadline``
+    (TimeLimit): the progress bar, each run's state in SWEEP/sweep.json and a line per finished or
+    failed run."""
     from tqdm import tqdm
 
     jobs = [j for group in pending.values() for j in group]
@@ -365,6 +371,9 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_
         f"training rate or its task and config's in this folder (evaluation and hardware stages not counted)")
     t_last, t_line, t0, ended = 0.0, time.monotonic(), time.monotonic(), set()
     while pending:
+        if deadline is not None and time.monotonic() >= deadline:
+            bar.close()
+            raise TimeLimit
         done, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
         ended |= {j.id for ref in done for j in pending[ref]}
         if time.monotonic() - t_last > 2.0 or done:

@@ -375,6 +375,32 @@ configs: {{dwc: {{policy: dwc}}}}
 
 
 @pytest.mark.slow
+@pytest.mark.ci  # ~1 minute: one run stopped by the clock
+def test_sweep_stops_after_the_time_it_was_given(tmp_path):
+    """--stop-after: at that time the run in flight checkpoints and the driver stops, exit status 3
+    with a line that says how to continue; the run stays to do, its checkpoint there to resume."""
+    spec = write_spec(tmp_path / "s.yaml", f"""
+tasks: [InvertedPendulum-v5]
+seeds: 1
+steps: 1000000
+options: {json.dumps(SMALL)}
+configs: {{dwc: {{policy: dwc}}}}
+""")
+    out = tmp_path / "sweep"
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "dwc", "sweep", str(spec), "--out", str(out), "--no-progress",
+                          "--stop-after", "45s"], capture_output=True, text=True, timeout=400)
+    took = time.monotonic() - t0
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "stopped after 0:00:45 (--stop-after)" in res.stderr and "the same dwc sweep command continues" in res.stderr
+    assert 45 <= took < 45 + 120, took  # stopped at the time, not at the run's end (1M steps)
+    run = out / "runs/InvertedPendulum-v5/dwc/seed1"
+    assert not (run / "result.json").exists()
+    assert json.loads((out / "sweep.json").read_text())["runs"]["InvertedPendulum-v5/dwc/seed1"]["state"] == "todo"
+    assert 0 < json.loads((run / "run/checkpoint.json").read_text())["step"] < 1000000
+
+
+@pytest.mark.slow
 @pytest.mark.ci  # ~1 minute: two 600-step runs, one circuit in Verilator
 def test_sweep_hardware_stage_verifies_each_circuit(tmp_path):
     """The hardware section: each run is compiled and run closed loop in Verilator; the report's
