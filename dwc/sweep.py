@@ -24,6 +24,7 @@ import shutil
 import socket
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from .config import RESUMABLE, TrainConfig, train_command
@@ -368,7 +369,9 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_
                desc=f"sweep ({len(jobs)} runs)", initial=initial, bar_format=fmt)
     say = bar.write if progress and tty else log
     say(f"{time_left.text(list(pending.values()))} with {time_left.slots} run(s) at once, each at its own "
-        f"training rate or its task and config's in this folder (evaluation and hardware stages not counted)")
+        f"training rate or its task and config's in this folder (evaluation and hardware stages not counted)"
+        + (f"; --stop-after stops the sweep in {timedelta(seconds=round(deadline - time.monotonic()))}"
+           if deadline is not None else ""))
     t_last, t_line, t0, ended = 0.0, time.monotonic(), time.monotonic(), set()
     while pending:
         if deadline is not None and time.monotonic() >= deadline:
