@@ -979,9 +979,9 @@ def cmd_sweep(args) -> int:
                       stop_after=args.stop_after)
     except TimeLimit:
         from datetime import timedelta
-        print(f"dwc sweep: stopped after {timedelta(seconds=round(args.stop_after))} (--stop-after): finished runs are kept and the others "
-              f"checkpointed; the same dwc sweep command continues them (dwc report shows where each stands)",
-              file=sys.stderr)
+        print(f"dwc sweep: stopped after {timedelta(seconds=round(args.stop_after))} (--stop-after): finished runs are "
+              f"kept and the others checkpointed; the same dwc sweep command continues them (dwc report shows where "
+              f"each stands)", file=sys.stderr)
         return 3
     runs = state["runs"].values()
     failed = [r for r in runs if r["state"] == "failed"]
@@ -998,8 +998,9 @@ def _add_report(sub):
     p = sub.add_parser("report", help="paper-style table and learning curves of a sweep",
                        description="Per task and config, over seeds: the IQM with a 95% bootstrap CI, the median "
                                    "and quartiles of the float, frozen and hardware (Verilator) return, LUTs, Fmax; "
-                                   "each finished run by seed; each config compared with the earlier configs of the spec it shares its "
-                                   "precision with or differs from in precision alone, over paired seeds. Writes "
+                                   "each finished run by seed; each config compared with the earlier configs of "
+                                   "the spec it shares its precision with or differs from in precision alone, over "
+                                   "paired seeds. Writes "
                                    "SWEEP/report.json, SWEEP/report.md and SWEEP/curves_TASK.png. Works on a sweep "
                                    "still running or stopped: it ends with the runs not finished, each started one "
                                    "with the step of its checkpoint, where the same dwc sweep command resumes it.")

@@ -259,8 +259,8 @@ def spread_table(rows: list[dict], markdown: bool = False) -> str:
 
 
 # each finished run's own figures, as report.json "runs" holds them
-RUN_KEYS = ("task", "config", "seed", "train_steps", *RETURNS, "rtl_equals_frozen", "luts", "ir_luts", "comparators", "fmax_mhz",
-            "latency_cycles", "target")
+RUN_KEYS = ("task", "config", "seed", "train_steps", *RETURNS, "rtl_equals_frozen", "luts", "ir_luts", "comparators",
+            "fmax_mhz", "latency_cycles", "target")
 
 
 def by_seed(rows: list[dict], results: list[dict]) -> list[dict]:
@@ -279,8 +279,8 @@ def seed_table(runs: list[dict], markdown: bool = False) -> str:
     body = [[r["task"], r["config"], str(r["seed"]), num(r["train_steps"], "{:d}"), num(r["float_return"]),
              num(r["frozen_return"]),
              num(r["rtl_return"]) + (" (DIFFERS from frozen)" if r["rtl_equals_frozen"] is False else ""),
-             num(r["luts"] if r["luts"] is not None else r["ir_luts"], "{:.0f}"), num(r["comparators"], "{:.0f}"), num(r["fmax_mhz"]), r["target"] or "-"]
-            for r in runs]
+             num(r["luts"] if r["luts"] is not None else r["ir_luts"], "{:.0f}"), num(r["comparators"], "{:.0f}"),
+             num(r["fmax_mhz"]), r["target"] or "-"] for r in runs]
     return _grid(head, body, markdown)
 
 
@@ -471,7 +471,8 @@ def report(sweep_dir: Path, baselines: list[str] | None = None) -> dict:
     curves = plot_curves(sweep_dir, results)
     import shlex
     command = shlex.join(["dwc", "report", str(sweep_dir)] + [a for b in baselines or [] for a in ("--baseline", b)])
-    rep = {"sweep": str(sweep_dir), "command": command, "runs_planned": len(state["runs"]), "runs_finished": len(results),
+    rep = {"sweep": str(sweep_dir), "command": command, "runs_planned": len(state["runs"]),
+           "runs_finished": len(results),
            "failed": failed, "unfinished": unfinished(sweep_dir, state), "training_left": training_left(sweep_dir, state),
            "rows": rows, "runs": by_seed(rows, results),
            "baselines": baselines or None, "baseline_rule": RULE,
