@@ -4,6 +4,7 @@ link (``dwc.rtl.link``): on a board (``--port``, any pyserial URL: a serial devi
 the board top's logic in Verilator (``--sim``), where faults can be injected into the link."""
 from __future__ import annotations
 
+import math
 import re
 import time
 from pathlib import Path
@@ -174,6 +175,18 @@ def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps
             "link_seconds": link_s}
 
 
+def control_period(env_id: str) -> float | None:
+    """Seconds of simulated time per env step (MuJoCo: frame_skip x the model's timestep), the period a
+    controller on a real robot would have to answer in; None where the env does not say."""
+    import gymnasium as gym
+    env = gym.make(env_id)
+    try:
+        dt = getattr(env.unwrapped, "dt", None)
+        return float(dt) if dt else None
+    finally:
+        env.close()
+
+
 def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None, max_steps: int | None = None,
         sim: bool = True, port: str | None = None, baud: int = 115200, inject: list[str] = (), log=print,
         timeout_s: float = 0.5, reconnect_s: float = 10.0) -> dict:
@@ -220,6 +233,11 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
               "frame_bytes": {"obs": obs_len, "action": act_len},
               "link_time_per_step_s_at_baud": round(bits / baud, 6), "baud": baud,
               "wall_seconds": round(r["seconds"], 2)}
+    # Real time on a robot: a step's frames on the serial line (the circuit's own latency is nanoseconds)
+    # against the task's control period.
+    dt = control_period(env_id)
+    report.update(control_period_s=dt, link_keeps_up=bits / baud <= dt if dt else None,
+                  baud_for_real_time=math.ceil(bits / dt) if dt else None)
     if "frames_bad" in r:
         report.update(frames_ok_on_chip=r["frames_ok"], frames_bad_on_chip=r["frames_bad"])
     if "link_seconds" in r:
@@ -231,6 +249,16 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
     report["passed"] = report["action_mismatches"] == 0 and set(r["latency"]) <= {ports["latency_cycles"]}
     write_json(build / "hil_report.json", report)
     return report
+
+
+def real_time(r: dict) -> str:
+    """Whether the link's time per step fits the task's control period, and the baud rate that would."""
+    if not r.get("control_period_s"):
+        return ""
+    need = f"{r['baud_for_real_time']:,} baud"
+    return (f"; the task steps every {r['control_period_s'] * 1e3:.1f} ms: "
+            + (f"the link keeps up (it would from {need})" if r["link_keeps_up"] else
+               f"too slow for real time, which needs at least {need}"))
 
 
 def hil_text(r: dict) -> str:
@@ -245,6 +273,6 @@ def hil_text(r: dict) -> str:
               + (f"{r['reconnects']} reconnections, {r['bad_frames_at_host']} bad replies skipped"
                  if "reconnects" in r else f"faults injected {r['faults_injected'] or 'none'}{not_reached}"),
               f"link: {r['frame_bytes']['obs']} + {r['frame_bytes']['action']} bytes per step = "
-              f"{r['link_time_per_step_s_at_baud'] * 1e3:.2f} ms at {r['baud']} baud",
+              f"{r['link_time_per_step_s_at_baud'] * 1e3:.2f} ms at {r['baud']} baud" + real_time(r),
               ("PASS" if r["passed"] else "FAIL") + f"; report: {r['build']}/hil_report.json"]
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """``dwc verify``: the emitted Verilog (and its yosys netlist) in Verilator and Icarus, against the IR
 reference executor, on vectors and on closed-loop MuJoCo episodes."""
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -149,6 +150,10 @@ def test_hil_sim_over_the_uart_link_with_faults(build, capsys):
     assert r["retries"] == 2 and r["frames_bad_on_chip"] == 2 and r["frames_ok_on_chip"] == 60
     assert r["faults_injected"] == {"5": "garbage", "15": "drop", "30": "corrupt"}
     assert r["faults_not_reached"] == {"1000": "drop"}  # a 60-step run never sent step 1000
+    # real time: the step's frames on the line against InvertedPendulum's 40 ms control period
+    bits = 10 * (r["frame_bytes"]["obs"] + r["frame_bytes"]["action"])
+    assert r["control_period_s"] == pytest.approx(0.04) and r["link_keeps_up"] is True
+    assert r["baud_for_real_time"] == math.ceil(bits / 0.04) and "the task steps every 40.0 ms: the link keeps up" in out
 
 
 def test_hil_errors(build, capsys):
