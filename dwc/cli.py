@@ -719,6 +719,10 @@ def _add_synth(sub):
     p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker"], default=[],
                    help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
                         "repeat for several")
+    p.add_argument("--baud", type=int, metavar="RATE",
+                   help="with --board: the UART's baud rate (default 115200). A large observation needs more to keep "
+                        "up with its task (dwc hil reports the rate real time needs); the board's clock must make it "
+                        "within 2%% with at least 8 cycles a bit, e.g. 1000000 on both boards")
     p.add_argument("--freq", type=float, metavar="MHZ",
                    help=f"clock the core must reach, in MHz: place and route for it, exit 1 if Fmax falls short "
                         f"(default: placed for {DEFAULT_FREQ_MHZ:g} MHz, and a slower Fmax is reported, not an error)")
@@ -750,8 +754,10 @@ def cmd_synth(args) -> int:
     if args.route_budget < 0:
         raise UserError("--route-budget must be >= 0 seconds")
     log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
+    if args.baud is not None and not args.board:
+        raise UserError("--baud sets a board top's UART: give it with --board")
     r = synth_build(args.build, args.target, args.board, args.freq, args.yosys_opts, args.seed, args.energy_steps,
-                    log=log, pins=args.pins, route_budget_s=args.route_budget)
+                    log=log, pins=args.pins, route_budget_s=args.route_budget, baud=args.baud)
     for e in r["did_not_fit"]:
         print(f"dwc synth: {e}", file=sys.stderr)
     print(json.dumps(r["reports"] + r["boards"], indent=2) if args.json else synth_text(r["reports"], r["boards"]))

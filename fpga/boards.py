@@ -34,6 +34,22 @@ BOARDS = ("ulx3s", "icebreaker")
 BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iCE40 UP5K)"}
 
 
+BAUD_TOLERANCE = 0.02  # a UART's bit clock may be off by this much from the other end's and still sample mid-bit
+
+
+def uart_divisor(clock_hz: float, baud: int) -> int:
+    """Clock cycles per UART bit for BAUD on a CLOCK_HZ board, or ValueError where no whole number of
+    cycles comes within BAUD_TOLERANCE of it (or the receiver would have too few cycles to find a bit's middle)."""
+    divisor = round(clock_hz / baud)
+    if divisor < 8 or abs(clock_hz / divisor - baud) > BAUD_TOLERANCE * baud:
+        near = sorted(sorted({round(clock_hz / d) for d in range(8, 1 << 16) if abs(clock_hz / d - baud) <= 0.25 * baud},
+                             key=lambda b: abs(b - baud))[:3])  # the rates this clock makes exactly, nearest first
+        raise ValueError(f"--baud {baud}: the board's {clock_hz / 1e6:g} MHz clock gives no bit clock within "
+                         f"{BAUD_TOLERANCE:.0%} of it with at least 8 cycles a bit"
+                         + (f"; near it: {', '.join(f'{b:,}' for b in near)}" if near else ""))
+    return divisor
+
+
 class BoardTop(Elaboratable):
     def __init__(self, core, baud: int):
         self.core, self.baud = core, baud
@@ -41,7 +57,7 @@ class BoardTop(Elaboratable):
     def elaborate(self, platform):
         from dwc.rtl.link import PolicyLink
         m = Module()
-        divisor = int(round(platform.default_clk_frequency / self.baud))
+        divisor = uart_divisor(platform.default_clk_frequency, self.baud)
         m.submodules.link = link = PolicyLink(self.core, divisor)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx_buf = rx = io.Buffer("i", uart.rx)
@@ -68,6 +84,8 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     from dwc.rtl.core import core_from_ports
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r}; choose from {', '.join(BOARDS)}")
+    clock_hz = _platforms()[board]().default_clk_frequency
+    divisor = uart_divisor(clock_hz, baud)  # before any tool runs
     build = Path(build)
     graph = Graph.load(build / "graph.json")
     ports = json.loads((build / "dwc_core.json").read_text())
@@ -114,7 +132,7 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     pins = parse_constraints(cons.read_text(), cons.suffix[1:].upper()) if cons else {}
     clock_mhz = _platforms()[board]().default_clk_frequency / 1e6
     report = {"board": board, "device": BOARD_DEVICE[board], "clock_mhz": clock_mhz,
-              "baud": baud, "pipeline": pipeline, "latency_cycles": core.latency, "fmax_mhz": fmax,
+              "baud": baud, "baud_on_chip": round(clock_hz / divisor), "pipeline": pipeline, "latency_cycles": core.latency, "fmax_mhz": fmax,
               "requested_mhz": clock_mhz, "timing_met": fmax is not None and fmax >= clock_mhz,
               "constraints": str(cons) if cons else None, "pins": pins,
               "bitstream": str(bit) if bit else None, "seconds": round(time.perf_counter() - t0, 1),

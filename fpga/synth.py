@@ -453,8 +453,9 @@ def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FR
 
 def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: float | None = DEFAULT_FREQ_MHZ,
                 yosys_opts: str | None = None, seed: int = 1, energy_steps: int = 1000, log=print,
-                pins: Path | None = None, route_budget_s: float = ROUTE_BUDGET_S) -> dict:
-    """``dwc synth``: every target and board top of one build. Switching activity for the energy
+                pins: Path | None = None, route_budget_s: float = ROUTE_BUDGET_S, baud: int | None = None) -> dict:
+    """``dwc synth``: every target and board top of one build (``baud``: the board tops' UART, default
+    dwc.fpga.boards.BAUD). Switching activity for the energy
     estimate is measured once for all targets. A design too large for a target is listed in
     ``did_not_fit`` and the others still run; a tool failure stops with its log's path. ``pins``
     (a PCF or LPF) is checked against every target before anything runs."""
@@ -488,10 +489,10 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
         except RuntimeError as e:
             raise UserError(str(e)) from None
     for board in boards:
-        from dwc.fpga.boards import build_board
+        from dwc.fpga.boards import BAUD, build_board
         try:
-            out["boards"].append(build_board(build, board, log=log, route_budget_s=route_budget_s))
-        except ValueError as e:  # an unknown board
+            out["boards"].append(build_board(build, board, baud=baud or BAUD, log=log, route_budget_s=route_budget_s))
+        except ValueError as e:  # an unknown board, or a baud rate its clock cannot make
             raise UserError(str(e)) from None
         except RuntimeError as e:  # amaranth's build script (the FPGA tools, one after another) failed
             raise UserError(f"--board {board}: the FPGA tools failed; the build script is in "

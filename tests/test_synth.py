@@ -318,10 +318,13 @@ def test_serial_shell_computes_the_policy(small_build, tmp_path):
 
 @pytest.mark.parametrize("board", ["icebreaker", "ulx3s"])
 def test_board_top_builds_a_bitstream(small_build, board, capsys):
-    """Core + UART link on a real board definition (amaranth-boards), through the open tools."""
-    assert main(["synth", str(small_build), "--board", board]) == 0
+    """Core + UART link on a real board definition (amaranth-boards), through the open tools; the
+    ULX3S at 921600 baud (27 cycles a bit of its 25 MHz clock), the iCEBreaker at the default 115200."""
+    baud = {"icebreaker": [], "ulx3s": ["--baud", "921600"]}[board]
+    assert main(["synth", str(small_build), "--board", board, *baud]) == 0
     r = json.loads((small_build / "board" / board / "report.json").read_text())
     assert Path(r["bitstream"]).stat().st_size > 10_000 and r["latency_cycles"] == 3
+    assert (r["baud"], r["baud_on_chip"]) == {"icebreaker": (115200, 115385), "ulx3s": (921600, 925926)}[board]
     assert r["fmax_mhz"] >= r["clock_mhz"] and r["timing_met"]  # timing met at the board's clock
     assert board in capsys.readouterr().out
     # the board's own pins, as amaranth-boards defines them, in the constraints file amaranth wrote
@@ -329,6 +332,19 @@ def test_board_top_builds_a_bitstream(small_build, board, capsys):
     assert cons.suffix == {"icebreaker": ".pcf", "ulx3s": ".lpf"}[board] and cons.exists()
     assert any(k.startswith("uart_0__rx") for k in r["pins"]) and any(k.startswith("clk") for k in r["pins"])
     assert r["router"] == "router1" and "Routing complete" in (small_build / "board" / board / "build.log").read_text()
+
+
+def test_a_baud_rate_the_board_clock_cannot_make_is_refused_before_any_tool_runs(small_build, tmp_path, capsys):
+    import shutil
+    out = tmp_path / "b"
+    shutil.copytree(small_build, out, ignore=shutil.ignore_patterns("synth", "board"))
+    # 25 MHz / 3 Mbaud = 8.3 cycles a bit: 8 makes 3,125,000 (4% off), 9 makes 2,777,778
+    assert main(["synth", str(out), "--board", "ulx3s", "--baud", "3000000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--baud 3000000: the board's 25 MHz clock" in err and "2,777,778, 3,125,000" in err and "\n" not in err
+    assert not (out / "board").exists()
+    assert main(["synth", str(out), "--target", "ecp5-25k", "--baud", "921600"]) == 2
+    assert "--baud sets a board top's UART: give it with --board" in capsys.readouterr().err
 
 
 def test_a_board_build_whose_tools_fail_says_so_with_their_last_lines(small_build, tmp_path, monkeypatch, capsys):
