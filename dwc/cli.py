@@ -781,7 +781,8 @@ frame is resent after a timeout, a late reply to an earlier observation is told 
 byte and dropped, garbage between frames is skipped, and a lost connection (board unplugged, socket closed)
 is reopened for up to --reconnect seconds. --port takes anything pyserial opens: a device, or
 socket://HOST:PORT and rfc2217://HOST:PORT. Writes BUILD/hil_report.json: returns next to the
-reference executor's, on-chip latency in cycles, link time per step, resent frames and, on a port,
+reference executor's, on-chip latency in cycles, link time per step beside the task's control period
+(and the baud rate real time needs: dwc synth --board ... --baud builds a board top for it), resent frames and, on a port,
 reconnections. Exit 0 only when every action equals the reference's.
 """
 
