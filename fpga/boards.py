@@ -42,8 +42,8 @@ def uart_divisor(clock_hz: float, baud: int) -> int:
     cycles comes within BAUD_TOLERANCE of it (or the receiver would have too few cycles to find a bit's middle)."""
     divisor = round(clock_hz / baud)
     if divisor < 8 or abs(clock_hz / divisor - baud) > BAUD_TOLERANCE * baud:
-        near = sorted(sorted({round(clock_hz / d) for d in range(8, 1 << 16) if abs(clock_hz / d - baud) <= 0.25 * baud},
-                             key=lambda b: abs(b - baud))[:3])  # the rates this clock makes exactly, nearest first
+        exact = {round(clock_hz / d) for d in range(8, 1 << 16) if abs(clock_hz / d - baud) <= 0.25 * baud}
+        near = sorted(sorted(exact, key=lambda b: abs(b - baud))[:3])  # the 3 rates this clock makes nearest BAUD
         raise ValueError(f"--baud {baud}: the board's {clock_hz / 1e6:g} MHz clock gives no bit clock within "
                          f"{BAUD_TOLERANCE:.0%} of it with at least 8 cycles a bit"
                          + (f"; near it: {', '.join(f'{b:,}' for b in near)}" if near else ""))
@@ -130,9 +130,10 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
     from dwc.fpga.pins import parse_constraints
     cons = next((p for p in (out / "dwc_board.pcf", out / "dwc_board.lpf") if p.exists()), None)
     pins = parse_constraints(cons.read_text(), cons.suffix[1:].upper()) if cons else {}
-    clock_mhz = _platforms()[board]().default_clk_frequency / 1e6
+    clock_mhz = clock_hz / 1e6
     report = {"board": board, "device": BOARD_DEVICE[board], "clock_mhz": clock_mhz,
-              "baud": baud, "baud_on_chip": round(clock_hz / divisor), "pipeline": pipeline, "latency_cycles": core.latency, "fmax_mhz": fmax,
+              "baud": baud, "baud_on_chip": round(clock_hz / divisor), "pipeline": pipeline,
+              "latency_cycles": core.latency, "fmax_mhz": fmax,
               "requested_mhz": clock_mhz, "timing_met": fmax is not None and fmax >= clock_mhz,
               "constraints": str(cons) if cons else None, "pins": pins,
               "bitstream": str(bit) if bit else None, "seconds": round(time.perf_counter() - t0, 1),
