@@ -31,22 +31,23 @@ def parse_faults(spec: list[str], kinds=None, unit: str = "STEP") -> dict:
     return out
 
 
-def link_bench(build: Path, graph, ports: dict, divisor: int, work: Path, log=print, optimised: bool = False):
+def link_bench(build: Path, graph, ports: dict, divisor: int, work: Path, log=print):
     """The board top's logic (core + UART link at ``divisor`` cycles per bit) built in Verilator under
-    ``work``; the build is reused while the Verilog is unchanged. Unoptimised by default: the build
-    dominates a short run."""
+    ``work``; the build is reused while the Verilog is unchanged."""
     from .rtl.link import link_verilog
+    from .sim.bitstream import public_ports
     from .sim.runner import Bench
     work.mkdir(parents=True, exist_ok=True)
     src = work / "dwc_link.v"
-    text = link_verilog(graph, ports, divisor)
+    # Only the ports visible to the bench, so Verilator optimises the rest: a step's frames take
+    # thousands of cycles, and with every signal public each one costs many times more.
+    text = public_ports(link_verilog(graph, ports, divisor))
     if not src.exists() or src.read_text() != text:
         src.write_text(text)
     log("building the board top's logic (core + UART link) in Verilator ...")
     # Amaranth's FSM encoding draws Verilator style warnings (incomplete case) in the link's logic;
     # the core inside is the lint-clean one.
-    return Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False,
-                 unoptimised=not optimised)
+    return Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False, ports_only=True)
 
 
 RESEND_ATTEMPTS = 4  # frames sent per step before giving up
