@@ -51,6 +51,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default BUILD/bench-hil)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
+    if not (args.build / "graph.json").is_file():
+        ap.error(f"--build {args.build}: not a dwc compile output folder (no graph.json); make one with "
+                 "dwc compile POLICY --out FOLDER")
 
     from dwc.compiled import load_build
     from dwc.rtl.link import frame_lengths
