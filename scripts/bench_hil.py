@@ -20,26 +20,30 @@ import time
 from pathlib import Path
 
 
-def run(build: Path, graph, ports: dict, env_id: str, steps: int, ports_only: bool, work: Path) -> dict:
-    from dwc.hil import SIM_DIVISOR
+def build_link(build: Path, graph, ports: dict, ports_only: bool, work: Path):
+    """The Verilator build of the link top: ``dwc hil --sim``'s own (:func:`dwc.hil.link_bench`), or
+    the earlier one, every signal public and the C++ unoptimised."""
+    from dwc.hil import SIM_DIVISOR, link_bench
     from dwc.rtl.link import link_verilog
-    from dwc.sim.bitstream import public_ports
-    from dwc.sim.closed_loop import action_mismatches, reference_episodes
     from dwc.sim.runner import Bench
-    from dwc.verify import evaluation_seed
+    if ports_only:
+        return link_bench(build, graph, ports, SIM_DIVISOR, work, log=lambda *_: None)
+    src = work / "dwc_link.v"
+    src.write_text(link_verilog(graph, ports, SIM_DIVISOR))
+    return Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False, unoptimised=True)
+
+
+def run(build: Path, graph, ports: dict, env_id: str, seeds: list, steps: int, ref: list, ports_only: bool,
+        work: Path) -> dict:
+    from dwc.hil import SIM_DIVISOR
+    from dwc.sim.closed_loop import action_mismatches
 
     shutil.rmtree(work, ignore_errors=True)  # a fresh build each time: its cost is measured
     work.mkdir(parents=True)
-    text = link_verilog(graph, ports, SIM_DIVISOR)
-    src = work / "dwc_link.v"
-    src.write_text(public_ports(text) if ports_only else text)
     t0 = time.perf_counter()
-    bench = Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False,
-                  ports_only=ports_only, unoptimised=not ports_only)
+    bench = build_link(build, graph, ports, ports_only, work)
     built = time.perf_counter() - t0
-    seeds = [evaluation_seed(graph)]
     r = bench.hil(build / "graph.json", env_id, seeds, SIM_DIVISOR, steps, {})
-    ref = reference_episodes(graph, env_id, seeds, steps)
     return {"build_seconds": round(built, 2), "run_seconds": round(r["seconds"], 2),
             "steps": sum(e["steps"] for e in r["episodes"]), "action_mismatches": action_mismatches(r["episodes"], ref)}
 
@@ -57,12 +61,16 @@ def main() -> None:
 
     from dwc.compiled import load_build
     from dwc.rtl.link import frame_lengths
+    from dwc.sim.closed_loop import reference_episodes
+    from dwc.verify import evaluation_seed
     graph, ports, _ = load_build(args.build)
     env_id = graph.meta["env"]
+    seeds = [evaluation_seed(graph)]
+    ref = reference_episodes(graph, env_id, seeds, args.steps)  # what both builds' actions must equal
     work = args.work or args.build / "bench-hil"
     out = {"build": str(args.build), "env": env_id, "frame_bytes": list(frame_lengths(ports))}
     for name, ports_only in (("ports_only", True), ("all_public", False)):
-        out[name] = run(args.build, graph, ports, env_id, args.steps, ports_only, work / name)
+        out[name] = run(args.build, graph, ports, env_id, seeds, args.steps, ref, ports_only, work / name)
         print(f"{name:10s}  build {out[name]['build_seconds']:7.1f} s   {out[name]['steps']} steps "
               f"{out[name]['run_seconds']:7.1f} s   mismatches {out[name]['action_mismatches']}", flush=True)
     a, b = out["ports_only"], out["all_public"]
