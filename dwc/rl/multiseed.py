@@ -508,7 +508,8 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.
             return s
         return checkpoint
 
-    def update(log: bool) -> None:
+    def update(log: bool) -> bool:
+        """One update of every seed; with ``log``, logs its losses if it also steps the actors (and says so)."""
         # ReplayBuffer.sample's draw from each seed's own buffer and generator, sent to the device as one
         # (seeds, batch, ...) tensor per field
         idx = [rb.rng.integers(0, rb.size, size=sc.batch_size) for rb in rbs]
@@ -523,10 +524,12 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.
             stats = update_step(*batch, noise_next, noise_pi)
         for c in counters:
             c["updates"] += 1
-        if log:
-            values = {name: v.tolist() for name, v in stats.items()}
-            for k, run in enumerate(runs):
-                run.log(loops[0].step, **{name: v[k] for name, v in values.items()})
+        if not (log and noise_pi is not None):
+            return False
+        values = {name: v.tolist() for name, v in stats.items()}
+        for k, run in enumerate(runs):
+            run.log(loops[0].step, **{name: v[k] for name, v in values.items()})
+        return True
 
     if any(bool(a.normalizer.frozen) for a in actors):
         raise UserError("a seed's observation normaliser is frozen (an exported policy's); train from a "
@@ -548,7 +551,7 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.
                 actors[k].normalizer.update(torch.as_tensor(fresh[k], device=device))
             started.append(fresh[k] if restored is None else restored)
         obs = started
-        clock, iterations = PhaseClock(), 0
+        clock, iterations, log_due = PhaseClock(), 0, False
         while loops[0].step < cfg.steps:
             # a whole iteration changes together (as in dwc.rl.sac): an interrupt is taken at its end
             with interrupts_held():
@@ -569,8 +572,10 @@ def _train_sac_seeds(cfgs: list[TrainConfig], runs: list[RunDir], device: torch.
                 step = loops[0].step
                 clock.lap("record")
                 if step > sc.learning_starts:
-                    for u in range(updates_per_iter):
-                        update(log=(step % 1000 < n and u == 0))
+                    log_due |= step % 1000 < n
+                    for _ in range(updates_per_iter):
+                        if update(log=log_due):  # logged at an update that also steps the actors and alphas
+                            log_due = False
                 for a in actors:
                     a.apply_budget_(step / cfg.steps)
                 clock.lap("update")

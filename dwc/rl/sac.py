@@ -186,7 +186,7 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
         return {k: v.item() for k, v in stats.items()} if log else {}
 
     updates_per_iter = max(1, round(cfg.num_envs * sc.utd))
-    clock, iterations = PhaseClock(), 0
+    clock, iterations, log_due = PhaseClock(), 0, False
     with train_loop(run, envs, actor, state) as loop:
         obs, fresh = start_episodes(run.resume_state, envs, act_space, loop.episodes, cfg.seed + run.start_step)
         if fresh:
@@ -210,10 +210,12 @@ def train_sac(cfg: TrainConfig, run: RunDir, device: torch.device):
                 obs = next_obs
                 clock.lap("record")
                 if loop.step > sc.learning_starts:
-                    for k in range(updates_per_iter):
-                        stats = update(log=(loop.step % 1000 < cfg.num_envs and k == 0))
-                        if stats:
+                    log_due |= loop.step % 1000 < cfg.num_envs
+                    for _ in range(updates_per_iter):
+                        stats = update(log=log_due)
+                        if "losses/actor" in stats:  # logged at an update that also steps the actor and alpha
                             run.log(loop.step, **stats)
+                            log_due = False
                 actor.apply_budget_(loop.step / cfg.steps)
                 clock.lap("update")
             iterations += 1
