@@ -90,6 +90,12 @@ def flush_denormals():
             torch.set_flush_denormal(False)
 
 
+def critic_view(sc, normalize, obs: torch.Tensor) -> torch.Tensor:
+    """What SAC's critics read of ``obs``: the observation itself, or ``normalize(obs)`` (the actor's
+    normaliser) where ``sc.critic_input`` says "normalized" (runs made before the raw default)."""
+    return normalize(obs) if sc.critic_input == "normalized" else obs
+
+
 def squashed_log_prob(actor, mean: torch.Tensor, log_std: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """log pi(a) for a = tanh(u) * scale + bias with u ~ N(mean, std), summed over action dims."""
     logp = -0.5 * ((u - mean) / log_std.exp()).square() - log_std - LOG_SQRT_2PI

@@ -53,8 +53,8 @@ from ..models.actors import MLPActor
 from ..models.encoding import CLIP, running_stats
 from ..rundir import write_json
 from ..seeds import SUMMARY, check_together
-from .common import (GraphedCall, PhaseClock, flush_denormals, keep_freed_memory, resolve_device, resolve_precision,
-                     sample_action)
+from .common import (GraphedCall, PhaseClock, critic_view, flush_denormals, keep_freed_memory, resolve_device,
+                     resolve_precision, sample_action)
 from .envs import Resumable, check_env_id, episodes_state, make_vector_env, real_next_obs, resume_episodes
 from .loop import train_loop
 from .replay import ReplayBuffer
@@ -220,9 +220,10 @@ class SeedsLearner:
         alpha = self.log_alpha.detach().exp().unsqueeze(1)
         with torch.no_grad():
             next_a, next_logp, _ = sample_action(actors, next_obs, noise_next)
-            q_next = self.q(self.qf_target, actors.normalize(next_obs), next_a).min(1).values - alpha * next_logp
+            q_next = self.q(self.qf_target, critic_view(sc, actors.normalize, next_obs), next_a).min(1).values \
+                - alpha * next_logp
             target = rewards + sc.gamma * (1.0 - terms) * q_next
-        xn = actors.normalize(obs)
+        xn = critic_view(sc, actors.normalize, obs)
         q = self.q(qf, xn, actions)
         q_losses = (q - target.unsqueeze(1)).square().mean(2).sum(1)
         self.q_opt.zero_grad(set_to_none=True)

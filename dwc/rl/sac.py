@@ -22,7 +22,7 @@ from torch import nn
 from ..config import TrainConfig
 from ..errors import interrupts_held
 from ..models import build_actor
-from .common import GraphedCall, PhaseClock, flush_denormals, resolve_precision, sample_action
+from .common import GraphedCall, PhaseClock, critic_view, flush_denormals, resolve_precision, sample_action
 from .envs import episodes_state, make_vector_env, real_next_obs, start_episodes
 from .loop import train_loop
 from .optim import WiringAdam
@@ -107,9 +107,10 @@ class SACLearner:
         alpha = self.log_alpha.detach().exp()
         with torch.no_grad():
             next_a, next_logp, _ = sample_action(actor, next_obs, noise_next)
-            q_next = self.qf_target(actor.normalizer(next_obs), next_a).min(0).values - alpha * next_logp
+            q_next = self.qf_target(critic_view(sc, actor.normalizer, next_obs), next_a).min(0).values \
+                - alpha * next_logp
             target = rewards + sc.gamma * (1.0 - terms) * q_next
-        xn = actor.normalizer(obs)
+        xn = critic_view(sc, actor.normalizer, obs)
         q = qf(xn, actions)
         q_loss = (q - target).square().mean(1).sum()
         self.q_opt.zero_grad(set_to_none=True)
