@@ -170,7 +170,7 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
     s.add_argument("--q-lr", type=float, help="critics' learning rate (default 3e-4)")
     s.add_argument("--alpha-lr", type=float, help="entropy coefficient's learning rate (default 3e-4)")
     s.add_argument("--adam-eps", type=float, help="the actor's Adam epsilon (default 1e-8)")
-    s.add_argument("--policy-frequency", type=int, help="actor and entropy steps every K critic steps, K at a "
+    s.add_argument("--policy-frequency", type=int, metavar="K", help="actor and entropy steps every K critic steps, K at a "
                                                         "time (default 1)")
     s.add_argument("--alpha", type=float, help="initial entropy coefficient, tuned toward entropy -|A| (default 1.0)")
     s.add_argument("--critic-input", choices=("raw", "normalized"),
