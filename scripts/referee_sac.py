@@ -20,6 +20,7 @@ environment state), so a resumed run is not step-for-step the one left alone.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import platform
@@ -172,6 +173,15 @@ def main() -> None:
         sys.exit("error: Stable-Baselines3 is not installed: pip install -e '.[bench]'")
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
+    lock = (out / ".lock").open("a+")
+    try:  # one process per run folder: a second would interleave checkpoints and metrics
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(f"error: another process is training {out} (see {out / '.lock'}); wait for it or stop it")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
     model, seconds = train(args, out)
     result = evaluate(model, args)
     result["train_seconds_this_leg"] = round(seconds, 1)

@@ -61,3 +61,14 @@ def test_bad_options_are_one_line(tmp_path):
     res = run(REFEREE, "--env", "Hopper-v5", "--seed", "1", "--steps", "100", "--learning-starts", "100",
               "--out", tmp_path / "r")
     assert res.returncode == 2 and "--learning-starts must be" in res.stderr
+
+
+def test_a_referee_run_in_training_is_not_trained_twice(tmp_path):
+    import fcntl
+    out = tmp_path / "r"
+    out.mkdir()
+    with (out / ".lock").open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running referee holds it
+        res = run(REFEREE, "--env", "Hopper-v5", "--seed", "1", "--steps", "300", "--learning-starts", "100",
+                  "--out", out)
+    assert res.returncode == 1 and "another process is training" in res.stderr and not (out / "metrics.jsonl").exists()
