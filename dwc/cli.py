@@ -161,8 +161,9 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
                                               "LogicNets (small fan-in x bits lets dwc compile turn neurons into "
                                               "lookup tables); 0 = dense (default 0)")
     s = p.add_argument_group("SAC (defaults: the SAC authors' hyper-parameters as Stable-Baselines3 ships them, "
-                             "5k random steps; the paper's CleanRL-style protocol is --q-lr 1e-3 --alpha-lr 1e-3 "
-                             "--adam-eps 1e-5 --policy-frequency 2, see configs/paper.yaml)")
+                             "5k random steps; the paper's CleanRL-style protocol as dwc ran it before is --q-lr 1e-3 "
+                             "--alpha-lr 1e-3 --adam-eps 1e-5 --policy-frequency 2 --alpha 0.2 --critic-input "
+                             "normalized, as configs/paper.yaml pins it; docs/referee says why the defaults changed)")
     s.add_argument("--learning-starts", type=int, help="random-action steps before updates (default 5000)")
     s.add_argument("--batch-size", type=int, help="minibatch, also of --algo distill (default 256)")
     s.add_argument("--buffer-size", type=int, help="replay capacity (default 1000000)")
@@ -170,8 +171,8 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
     s.add_argument("--q-lr", type=float, help="critics' learning rate (default 3e-4)")
     s.add_argument("--alpha-lr", type=float, help="entropy coefficient's learning rate (default 3e-4)")
     s.add_argument("--adam-eps", type=float, help="the actor's Adam epsilon (default 1e-8)")
-    s.add_argument("--policy-frequency", type=int, metavar="K", help="actor and entropy steps every K critic steps, K at a "
-                                                        "time (default 1)")
+    s.add_argument("--policy-frequency", type=int, metavar="K",
+                   help="actor and entropy steps every K critic steps, K at a time (default 1)")
     s.add_argument("--alpha", type=float, help="initial entropy coefficient, tuned toward entropy -|A| (default 1.0)")
     s.add_argument("--critic-input", choices=("raw", "normalized"),
                    help="what the critics read: the raw observation, or the actor's normalised one, as dwc did "
