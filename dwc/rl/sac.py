@@ -1,7 +1,8 @@
 """Soft Actor-Critic, CleanRL-style: one loop you can read top to bottom.
 
-Published protocol by default (see SACConfig). Float twin-Q critics; the actor is either the
-DWC or the MLP baseline (same interface). Speed choices, each measured (scripts/bench_train.py):
+The SAC authors' hyper-parameters by default (see SACConfig; docs/referee holds them to Stable-Baselines3's
+SAC). Float twin-Q critics that read the raw observation; the actor is either the DWC or the MLP
+baseline (same interface). Speed choices, each measured (scripts/bench_train.py):
 - the twin critics are one batched module (one bmm per layer instead of two matmuls);
 - the actor step does not compute critic weight-gradients (critic params frozen during it);
 - ``--precision bfloat16`` (fast on CPUs with AMX or AVX512-BF16; ``auto`` is float32: over 5 paired
