@@ -32,7 +32,7 @@ def no_ci(n: int) -> str:
 
 
 @contextlib.contextmanager
-def _seeded() -> Iterator[np.random.RandomState]:
+def seeded() -> Iterator[np.random.RandomState]:
     """A fixed-seed RandomState for rliable, and numpy's global RNG seeded for the block and restored
     after it: rliable 1.2's bootstraps draw their indices with np.random.choice, whatever random_state
     says. arch's warning that random_state is deprecated is silenced."""
@@ -55,7 +55,7 @@ def _finite(values, what: str) -> np.ndarray:
     return x
 
 
-def _iqm(x: np.ndarray) -> float:
+def iqm(x: np.ndarray) -> float:
     from rliable import metrics
     return float(metrics.aggregate_iqm(x))
 
@@ -74,13 +74,13 @@ def summarize(values: Sequence[float]) -> dict:
     (median_ci_low, median_ci_high) from one stratified bootstrap over seeds; below that the CIs are
     None and ``note`` says so."""
     x = _finite(values, "values").ravel()
-    out = {**quartiles(x), "iqm": _iqm(x), "ci_low": None, "ci_high": None, "median_ci_low": None,
+    out = {**quartiles(x), "iqm": iqm(x), "ci_low": None, "ci_high": None, "median_ci_low": None,
            "median_ci_high": None, "note": None}
     if len(x) < MIN_SEEDS:
         return {**out, "note": no_ci(len(x))}
     from rliable import library as rly
-    with _seeded() as rs:
-        _, ci = rly.get_interval_estimates({"x": x[:, None]}, lambda s: np.array([_iqm(s), np.median(s)]),
+    with seeded() as rs:
+        _, ci = rly.get_interval_estimates({"x": x[:, None]}, lambda s: np.array([iqm(s), np.median(s)]),
                                            reps=REPS, confidence_interval_size=CONFIDENCE, random_state=rs)
     (lo, med_lo), (hi, med_hi) = ci["x"]
     return {**out, "ci_low": float(lo), "ci_high": float(hi), "median_ci_low": float(med_lo),
@@ -102,18 +102,18 @@ def compare_paired(candidate: Mapping[Hashable, float], baseline: Mapping[Hashab
     b = _finite([baseline[s] for s in seeds], "baseline values")[:, None]
     n, notes = len(seeds), []
     ratio_ok = bool((b > 0).all())
-    out = {"seeds": seeds, "n": n, "candidate_iqm": _iqm(c), "baseline_iqm": _iqm(b),
-           "ratio": _iqm(c) / _iqm(b) if ratio_ok else None, "ratio_ci_low": None, "ratio_ci_high": None,
+    out = {"seeds": seeds, "n": n, "candidate_iqm": iqm(c), "baseline_iqm": iqm(b),
+           "ratio": iqm(c) / iqm(b) if ratio_ok else None, "ratio_ci_low": None, "ratio_ci_high": None,
            "p_improvement": float(metrics.probability_of_improvement(c, b)),
            "p_improvement_ci_low": None, "p_improvement_ci_high": None}
     if not ratio_ok:
         notes.append("a baseline value <= 0: no ratio")
     if n < MIN_SEEDS:
         return {**out, "note": "; ".join([no_ci(n)] + notes)}
-    with _seeded() as rs:
+    with seeded() as rs:
         if ratio_ok:
             paired = rly.StratifiedBootstrap(c, b, random_state=rs)  # one index draw for both arrays
-            lo, hi = paired.conf_int(lambda x, y: np.array([_iqm(x) / _iqm(y)]), reps=REPS, size=CONFIDENCE,
+            lo, hi = paired.conf_int(lambda x, y: np.array([iqm(x) / iqm(y)]), reps=REPS, size=CONFIDENCE,
                                      method="percentile")[:, 0]
             out.update(ratio_ci_low=float(lo), ratio_ci_high=float(hi))
         _, ci = rly.get_interval_estimates({"p": [c, b]}, metrics.probability_of_improvement, reps=POI_REPS,
@@ -142,7 +142,7 @@ def curve_band(curves: np.ndarray) -> dict:
     full = np.isfinite(y).all(axis=0)
     lo, hi = np.full(y.shape[1], np.nan), np.full(y.shape[1], np.nan)
     if full.any():
-        with _seeded() as rs:
+        with seeded() as rs:
             _, ci = rly.get_interval_estimates({"c": y[:, None, full]}, lambda s: np.median(s, axis=0)[0],
                                                reps=REPS, confidence_interval_size=CONFIDENCE, random_state=rs)
         lo[full], hi[full] = ci["c"]

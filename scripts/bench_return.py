@@ -133,17 +133,17 @@ def aggregate(found: dict) -> dict:
     # each task's first n paired seeds (the same seed numbers in every task when the bench ran them all)
     norm = {side: np.array([[found[t][side][paired_seeds(found[t])[i]]["mean_return"] / published.published(t, "mlp")
                              for t in tasks] for i in range(n)]) for side in SIDES}
-    iqm = {side: stats._iqm(norm[side]) for side in SIDES}
+    iqm = {side: stats.iqm(norm[side]) for side in SIDES}
     out = {"tasks": tasks, "seeds_per_task": n, "runs": n * len(tasks), "normalised_by": "the paper's FP32 MLP median",
            "iqm": iqm, "ratio": iqm["dwc"] / iqm["sb3"] if iqm["sb3"] > 0 else None, "ci": None, "ratio_ci": None,
            "note": None}
     if n * len(tasks) < stats.MIN_SEEDS or n < 2:
         return {**out, "note": stats.no_ci(n * len(tasks))}
-    with stats._seeded() as rs:
-        _, ci = rly.get_interval_estimates({s: norm[s] for s in SIDES}, lambda x: np.array([stats._iqm(x)]),
+    with stats.seeded() as rs:
+        _, ci = rly.get_interval_estimates({s: norm[s] for s in SIDES}, lambda x: np.array([stats.iqm(x)]),
                                            reps=stats.REPS, confidence_interval_size=stats.CONFIDENCE, random_state=rs)
         paired = rly.StratifiedBootstrap(norm["dwc"], norm["sb3"], random_state=rs)
-        lo, hi = paired.conf_int(lambda x, y: np.array([stats._iqm(x) / stats._iqm(y)]), reps=stats.REPS,
+        lo, hi = paired.conf_int(lambda x, y: np.array([stats.iqm(x) / stats.iqm(y)]), reps=stats.REPS,
                                  size=stats.CONFIDENCE, method="percentile")[:, 0]
     return {**out, "ci": {s: [float(ci[s][0][0]), float(ci[s][1][0])] for s in SIDES},
             "ratio_ci": [float(lo), float(hi)]}
