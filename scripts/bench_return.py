@@ -38,14 +38,6 @@ SIDES = ("dwc", "sb3")
 BELOW = 0.9  # a task whose ratio is under this (or whose CI lies below 1) is flagged
 
 
-def parse_seeds(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        seeds += list(range(int(lo), int(hi or lo) + 1))
-    return sorted(set(seeds))
-
-
 def run_dir(out: Path, task: str, side: str, seed: int) -> Path:
     return out / "runs" / task / side / f"seed{seed}"
 
@@ -258,10 +250,12 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time, one core each (default 1)")
     ap.add_argument("--report-only", action="store_true", help="no training: tables and plots of the finished runs")
     args = ap.parse_args()
+    from dwc.errors import UserError
+    from dwc.seeds import parse_seeds
     try:
         seeds = parse_seeds(args.seeds)
-    except ValueError:
-        ap.error(f"--seeds {args.seeds!r}: write seeds as 1-3 or 1,4")
+    except UserError as e:
+        ap.error(str(e))
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not sides or set(sides) - set(SIDES):

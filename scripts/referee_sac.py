@@ -28,14 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-EVAL_SEED_OFFSET = 10_000  # dwc.config's: the same evaluation episodes as dwc eval
-
-
-def write_json(path: Path, obj) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
-
+from dwc.config import EVAL_SEED_OFFSET  # the same evaluation episodes as dwc eval
+from dwc.rundir import write_json
 
 def versions() -> dict:
     import gymnasium
