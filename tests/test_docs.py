@@ -1,8 +1,11 @@
 """The documentation as a user follows it: every relative link in the tracked Markdown files (the
-README's figures link to the artefacts that hold them) points to a file or folder that exists."""
+README's figures link to the artefacts that hold them) points to a file or folder that exists, and
+that git keeps (a clone has no ignored file)."""
 import re
 import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).parent.parent
 
@@ -14,17 +17,35 @@ def markdown_files() -> list[Path]:
     return [f for f in ROOT.rglob("*.md") if not {".venv", "build", ".git"} & set(f.relative_to(ROOT).parts)]
 
 
-def test_relative_links_resolve():
-    files, broken = markdown_files(), []
-    assert any(f.name == "README.md" and f.parent == ROOT for f in files)
-    for f in files:
-        text = re.sub(r"```.*?```", "", f.read_text(), flags=re.S)  # code blocks hold commands, not links
+def relative_links() -> list[tuple[Path, str]]:
+    """(Markdown file, link target) for every relative link outside code blocks (those hold commands)."""
+    links = []
+    for f in markdown_files():
+        text = re.sub(r"```.*?```", "", f.read_text(), flags=re.S)
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
-            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-                continue  # a URL or an anchor in the same page
-            if not (f.parent / target.split("#")[0]).exists():
-                broken.append(f"{f.relative_to(ROOT)}: {target}")
+            if not (re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#")):  # URL, same-page anchor
+                links.append((f, target))
+    return links
+
+
+def test_relative_links_resolve():
+    assert any(f.name == "README.md" and f.parent == ROOT for f in markdown_files())
+    broken = [f"{f.relative_to(ROOT)}: {t}" for f, t in relative_links() if not (f.parent / t.split("#")[0]).exists()]
     assert not broken, "links to nothing:\n" + "\n".join(broken)
+
+
+def test_linked_artefacts_are_not_ignored():
+    """A link to a file .gitignore drops resolves here and breaks in every clone."""
+    targets = set()
+    for f, t in relative_links():
+        path = (f.parent / t.split("#")[0]).resolve()
+        targets |= {p for p in path.rglob("*") if p.is_file()} if path.is_dir() else {path}
+    out = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], input="\n".join(map(str, targets)),
+                         capture_output=True, text=True, cwd=ROOT)
+    if out.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert out.returncode in (0, 1), out.stderr  # 1: nothing ignored
+    assert not out.stdout.strip(), "linked but ignored by git:\n" + out.stdout
 
 
 RUNS = ROOT / "docs" / "five-tasks" / "sweep" / "runs"
