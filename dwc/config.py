@@ -227,8 +227,10 @@ def train_command(cfg: TrainConfig, out: Path, resume: bool = False) -> list[str
     return words + ["--out", str(out)] + ["--resume"] * resume + ["--no-progress"]
 
 
-def config_from_options(options: dict, where: str = "option") -> TrainConfig:
-    """A validated TrainConfig from dwc train's options; ``where`` names their source in errors."""
+def config_from_options(options: dict, where: str = "option", teacher_env: str | None = None) -> TrainConfig:
+    """A validated TrainConfig from dwc train's options; ``where`` names their source in errors.
+    ``teacher_env``: the task of a --teacher that is not trained yet (a sweep's teacher run), else it is
+    read from the teacher's config."""
     cfg = TrainConfig()
     for name, value in options.items():
         if name not in OPTIONS:
@@ -251,7 +253,7 @@ def config_from_options(options: dict, where: str = "option") -> TrainConfig:
         if cfg.actor.policy == "dwc":
             cfg.actor.lut_inputs = native
     if cfg.algo == "distill" and cfg.distill.teacher:  # the student learns the teacher's task
-        task = load_config(cfg.distill.teacher).env
+        task = teacher_env or load_config(cfg.distill.teacher).env
         if "env" in options and cfg.env != task:
             raise UserError(f"--teacher {cfg.distill.teacher} was trained on {task}, not --env {cfg.env}")
         cfg.env = task

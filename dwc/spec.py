@@ -28,6 +28,8 @@ configs:                                  # name -> dwc train options (names as 
   mlp: {policy: mlp}
   qmlp: {policy: qmlp, hardware: {target: none}}  # a config's own hardware keys (false: no hardware stage)
   dwc-b15: {policy: dwc, thermo_bits: 15, tasks: [Hopper-v5]}  # tasks: this config on these of the tasks only
+  student: {algo: distill, teacher: mlp, steps: 20000, policy: dwc}  # teacher: a config here; each run distils
+                                          # that config's run of its task and seed (trained first)
 hardware:                                 # optional: after training, per circuit run
   target: ecp5-25k                        # compile + Verilator verify, then synthesis (a family such as ecp5: its smallest device that fits; none: no synthesis)
   episodes: 3                             # closed-loop Verilator episodes (default: all evaluation episodes)
@@ -56,9 +58,14 @@ RESULT = "result.json"
 ATTEMPTS = "attempts.jsonl"
 
 
-def identity(cfg: TrainConfig) -> dict:
-    """The options that decide what a run computes."""
-    return {k: v for k, v in cfg.to_dict().items() if k not in PLACEMENT}
+def identity(cfg: TrainConfig, teacher_run: str | None = None) -> dict:
+    """The options that decide what a run computes. ``teacher_run``: the sweep run (TASK/CONFIG/seedS) whose
+    run directory the config distils; it names the teacher instead of its path, so a sweep folder copied
+    elsewhere keeps its finished runs."""
+    d = {k: v for k, v in cfg.to_dict().items() if k not in PLACEMENT}
+    if teacher_run and Path(d["distill"]["teacher"]).parts[-4:] == (*teacher_run.split("/"), "run"):
+        d["distill"] = {**d["distill"], "teacher": teacher_run}
+    return d
 
 
 @dataclass
@@ -70,11 +77,13 @@ class Job:
     dir: Path
     cfg: TrainConfig
     hardware: dict | None
+    after: str | None = None  # the run (id) this one distils, which must finish first
 
     @property
     def key(self) -> str:
         """What the run computes (recorded in its result.json)."""
-        return hashlib.sha256(json.dumps([identity(self.cfg), self.hardware], sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps([identity(self.cfg, self.after), self.hardware], sort_keys=True)
+                              .encode()).hexdigest()[:16]
 
     def finished(self) -> bool:
         """result.json is there and was computed by this run: the run directory's config (fields added
@@ -87,7 +96,8 @@ class Job:
             stored = load_config(self.dir / "run")
         except UserError:
             return False
-        return json.loads(p.read_text()).get("hardware") == self.hardware and identity(stored) == identity(self.cfg)
+        return (json.loads(p.read_text()).get("hardware") == self.hardware
+                and identity(stored, self.after) == identity(self.cfg, self.after))
 
     def logged_steps(self) -> int:
         """The last step its metrics.jsonl logged, at most its budget."""
@@ -95,7 +105,7 @@ class Job:
 
     def payload(self) -> dict:  # what a worker receives: plain data
         return {"id": self.id, "task": self.task, "config": self.config, "seed": self.seed, "dir": str(self.dir),
-                "cfg": self.cfg.to_dict(), "hardware": self.hardware, "key": self.key}
+                "cfg": self.cfg.to_dict(), "hardware": self.hardware, "key": self.key, "after": self.after}
 
 
 @dataclass
@@ -108,6 +118,7 @@ class Spec:
     resources: dict = field(default_factory=dict)
     scaled_down: bool = False  # loaded with the spec's scale_down section applied
     config_tasks: dict[str, list[str]] = field(default_factory=dict)  # config name -> its tasks, if a subset
+    teachers: dict[str, str] = field(default_factory=dict)  # config name -> the config whose runs it distils
 
     def jobs(self, out: Path) -> list[Job]:
         jobs = []
@@ -115,11 +126,17 @@ class Spec:
         for task, seed, (name, opts) in itertools.product(self.tasks, self.seeds, self.configs.items()):
             if task not in self.config_tasks.get(name, self.tasks):
                 continue
-            cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"option in {self.path}, config {name}:")
+            after, teacher_env = None, None
+            if name in self.teachers:  # the teacher is this task and seed's run of another config
+                after = f"{task}/{self.teachers[name]}/seed{seed}"
+                opts = {**opts, "teacher": str(seed_dir(out / "runs" / task / self.teachers[name], seed) / "run")}
+                teacher_env = task
+            cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"option in {self.path}, config {name}:",
+                                      teacher_env=teacher_env)
             cfg.threads = int(self.resources["cpus_per_run"])
             hw = self.hardware[name] if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit
             jobs.append(Job(f"{task}/{name}/seed{seed}", task, name, seed, seed_dir(out / "runs" / task / name, seed),
-                            cfg, hw))
+                            cfg, hw, after))
         return jobs
 
 
@@ -162,6 +179,26 @@ def _hardware(hw: dict, where: str) -> dict:
     if hardware["episodes"] is not None and not (isinstance(hardware["episodes"], int) and hardware["episodes"] >= 1):
         raise UserError(f"{where}: episodes must be an integer >= 1")
     return hardware
+
+
+def _teachers(path: Path, configs: dict[str, dict], config_tasks: dict[str, list[str]],
+              tasks: list[str]) -> dict[str, str]:
+    """The configs whose ``teacher`` names another config of the spec (taken out of their options: each
+    run's teacher is a run directory, set per task and seed by Spec.jobs), checked."""
+    teachers = {}
+    for name, opts in configs.items():
+        teacher = opts.get("teacher")
+        if not (isinstance(teacher, str) and teacher in configs):
+            continue  # a path (a trained run or policy folder), or nothing
+        if opts.get("algo") != "distill":
+            raise UserError(f"{path}: config {name}: teacher {teacher} applies to algo: distill")
+        if configs[teacher].get("algo", "sac") == "distill":
+            raise UserError(f"{path}: config {name}: teacher {teacher} must be a config trained by RL, not distilled")
+        if missing := [t for t in config_tasks.get(name, tasks) if t not in config_tasks.get(teacher, tasks)]:
+            raise UserError(f"{path}: config {name}: its teacher {teacher} has no runs on {', '.join(missing)}")
+        teachers[name] = teacher
+        del opts["teacher"]
+    return teachers
 
 
 def load_spec(path: Path, scale_down: bool = False) -> Spec:
@@ -227,6 +264,8 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
         if k in shared:
             raise UserError(f"{path}: options: {k} comes from {k}s, not options")
     scaled = mapping(down.get("options") or {}, "scale_down: options")
+    if "steps" in down:  # over a config's own steps too (a distillation's)
+        scaled.setdefault("steps", down["steps"])
     hw_all = mapping(raw["hardware"], "hardware") if raw.get("hardware") is not None else None
     hw_down = mapping(down.get("hardware") or {}, "scale_down: hardware")
     configs, hardware, config_tasks = {}, {}, {}
@@ -253,6 +292,7 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
                 config_tasks[n] = only
     if not configs:
         raise UserError(f"{path}: configs is empty")
+    teachers = _teachers(path, configs, config_tasks, tasks)
     res = {**RESOURCE_KEYS, **mapping(raw.get("resources") or {}, "resources"),
            **mapping(down.get("resources") or {}, "scale_down: resources")}
     if unknown := set(res) - set(RESOURCE_KEYS):
@@ -268,7 +308,8 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
     from .rl.envs import check_env_id
     for t in tasks:  # fail before any run starts
         check_env_id(t).close()
-    spec = Spec(path, tasks, seeds, configs, hardware, res, scaled_down=scale_down, config_tasks=config_tasks)
+    spec = Spec(path, tasks, seeds, configs, hardware, res, scaled_down=scale_down, config_tasks=config_tasks,
+                teachers=teachers)
     if not spec.jobs(Path(".")):  # builds and validates every run's config
         raise UserError(f"{path}: no runs: no config is given any of the tasks {', '.join(tasks)}")
     return spec

@@ -33,10 +33,11 @@ from .rundir import CHECKPOINT, checkpoint_info, hold_lock, write_json
 from .spec import ATTEMPTS, RESULT, Job, Spec, TimeLeft, load_spec
 
 
-def run_job(job: dict) -> dict:
+def run_job(job: dict, *after) -> dict:
     """One sweep run, start to result.json; runs in a Ray worker (or anywhere: it is a plain function).
-    Returns the result, or {"id", "error"} for a problem a retry would not fix."""
-    return run_jobs([job])[0]
+    Returns the result, or {"id", "error"} for a problem a retry would not fix. ``after``: the results of
+    the runs it had to wait for (a distillation's teacher)."""
+    return run_jobs([job], *after)[0]
 
 
 class _Tee:
@@ -58,7 +59,7 @@ class _Tee:
         return False
 
 
-def run_jobs(jobs: list[dict]) -> list[dict]:
+def run_jobs(jobs: list[dict], *after) -> list[dict]:
     """Sweep runs that differ only in their seed, start to result.json, as :func:`run_job` runs one; with
     more than one (``resources.seeds_per_run``), their SAC training runs together in this process
     (dwc.rl.multiseed, as dwc train --seeds), then each is evaluated (and built) on its own. A run
@@ -72,6 +73,9 @@ def run_jobs(jobs: list[dict]) -> list[dict]:
     # job (`nohup dwc sweep ... &`). The worker blocks SIGINT at the OS, so only the cancel gets in.
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    teachers = {r["id"]: r for a in after for r in (a if isinstance(a, list) else [a])}
+    if failed := [t for job in jobs if "error" in (t := teachers.get(job.get("after"), {}))]:
+        return [{"id": job["id"], "error": f"its teacher {failed[0]['id']} failed: {failed[0]['error']}"} for job in jobs]
     sweep_dir = Path(jobs[0]["dir"]).parents[3]
     if not sweep_dir.is_dir():
         return [{"id": job["id"], "error": f"{sweep_dir} is not visible on {socket.gethostname()}: on a cluster "
@@ -160,7 +164,8 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float, trained_on: st
         ev = train_and_evaluate(cfg, run, resume=resumed, progress=False,
                                 command=train_command(cfg, run, resume=resumed), frozen=circuit)
     result = {"id": job["id"], "key": job["key"], "task": job["task"], "config": job["config"], "seed": job["seed"],
-              "policy": cfg.actor.policy, "train_steps": ev["train_steps"], "episodes": ev["episodes"],
+              "policy": cfg.actor.policy, "teacher": job.get("after"), "train_steps": ev["train_steps"],
+              "episodes": ev["episodes"],
               "float_return": ev["mean_return"], "float_returns": ev["returns"],
               "frozen_return": ev["frozen"]["mean_return"] if circuit else None,
               "frozen_returns": ev["frozen"]["returns"] if circuit else None,
@@ -253,6 +258,9 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     jobs = spec.jobs(out.resolve())
     unfinished = [j for j in jobs if not j.finished()]
     todo = [j for j in unfinished if j.task in now_tasks and j.seed in now_seeds and j.config in now_configs]
+    # a student's unfinished teacher runs first, whatever the part chosen
+    ids, need = {j.id for j in todo}, {j.after for j in todo if j.after}
+    todo = [j for j in unfinished if j.id in need - ids] + todo
     todo_ids = {j.id for j in unfinished}
     state = {"spec": str(spec_path), "out": str(out), "scale_down": scale_down, "runs": {j.id: {"dir": str(j.dir.relative_to(out.resolve())), "task": j.task,
                                                      "config": j.config, "seed": j.seed,
@@ -309,15 +317,20 @@ def _run_on_ray(ray, where: str, spec: Spec, jobs: list[Job], todo: list[Job], s
         together = ray.remote(run_jobs)
         if longest_first:
             log("queue: the runs begun earlier first, then the longest training left first")
+        ref_of = {}  # run id -> the Ray task that trains it
         for group in _groups(todo, spec.resources["seeds_per_run"], time_left if longest_first else None):
             for j in group:
                 j.cfg.device = "cuda" if gpus > 0 else "cpu"
             how = dict(num_cpus=spec.resources["cpus_per_run"], num_gpus=gpus, name="+".join(j.id for j in group),
                        max_retries=spec.resources["max_retries"], retry_exceptions=False)
+            # a distillation waits for its teacher's task: Ray starts a task once the tasks passed to it ended
+            after = [ref_of[j.after] for j in group if j.after in ref_of]
             if len(group) == 1:
-                pending[task.options(**how).remote(group[0].payload())] = group
+                ref = task.options(**how).remote(group[0].payload(), *after)
             else:
-                pending[together.options(**how).remote([j.payload() for j in group])] = group
+                ref = together.options(**how).remote([j.payload() for j in group], *after)
+            pending[ref] = group
+            ref_of.update({j.id: ref for j in group})
         _wait(ray, pending, state, out, progress, log, time_left, deadline)
     except KeyboardInterrupt:
         # Ray raises KeyboardInterrupt inside each running run, which then checkpoints; give them a moment.

@@ -1,0 +1,79 @@
+"""A sweep config that distils another config of the spec (``teacher: CONFIG``): each of its runs learns
+from that config's run of the same task and seed, which Ray trains first."""
+import json
+import shutil
+
+import pytest
+
+from dwc.cli import main
+from dwc.errors import UserError
+from dwc.spec import load_spec
+
+SPEC = """
+tasks: [InvertedPendulum-v5]
+seeds: [1, 2]
+steps: 600
+options: {learning_starts: 300, batch_size: 32, checkpoint_every: 200, eval_episodes: 2, hidden: 32}
+configs:
+  mlp: {policy: mlp}
+  student: {algo: distill, teacher: mlp, steps: 300, dagger_steps: 100, policy: dwc, width: 16, lut_inputs: 4,
+            thermo_bits: 7}
+"""
+
+
+def test_each_run_distils_the_teacher_run_of_its_task_and_seed(tmp_path):
+    (tmp_path / "s.yaml").write_text(SPEC)
+    spec = load_spec(tmp_path / "s.yaml")
+    jobs = {j.id: j for j in spec.jobs(tmp_path / "out")}
+    s2 = jobs["InvertedPendulum-v5/student/seed2"]
+    assert s2.after == "InvertedPendulum-v5/mlp/seed2" and s2.cfg.steps == 300
+    assert s2.cfg.distill.teacher == str(jobs["InvertedPendulum-v5/mlp/seed2"].dir / "run")
+    assert jobs["InvertedPendulum-v5/mlp/seed2"].after is None
+    # a sweep folder copied elsewhere names the same runs: the teacher counts by its run, not its path
+    moved = {j.id: j for j in spec.jobs(tmp_path / "elsewhere")}
+    assert moved[s2.id].key == s2.key and moved[s2.id].cfg.distill.teacher != s2.cfg.distill.teacher
+    # scaled down, a config's own steps give way to the section's
+    (tmp_path / "d.yaml").write_text(SPEC + "scale_down: {steps: 50}\n")
+    assert {j.cfg.steps for j in load_spec(tmp_path / "d.yaml", scale_down=True).jobs(tmp_path)} == {50}
+
+
+@pytest.mark.parametrize("student, message", [
+    ("{teacher: mlp, policy: dwc}", "teacher mlp applies to algo: distill"),
+    ("{algo: distill, teacher: other, policy: dwc}\n  other: {algo: distill, teacher: mlp}",
+     "teacher other must be a config trained by RL"),
+    ("{algo: distill, teacher: mlp, policy: dwc, tasks: [Hopper-v5]}", "its teacher mlp has no runs on Hopper-v5"),
+])
+def test_teacher_errors_are_one_line(tmp_path, capsys, student, message):
+    text = ("tasks: [InvertedPendulum-v5, Hopper-v5]\nseeds: 1\nconfigs:\n  mlp: {policy: mlp, tasks: [InvertedPendulum-v5]}\n"
+            f"  student: {student}\n")
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(UserError, match=message):
+        load_spec(tmp_path / "s.yaml")
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dwc sweep: error:") and "\n" not in err
+
+
+def test_a_student_waits_for_its_teacher(tmp_path):
+    """Two workers, the students asked for alone: their teachers are trained first and a student starts
+    once its teacher's run ended, though a worker is free; it learns from its own seed's teacher, and its
+    result names it."""
+    (tmp_path / "s.yaml").write_text(SPEC)
+    out = tmp_path / "out"
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--out", str(out), "--cpus", "2", "--configs", "student",
+                 "--seeds", "2", "--no-progress"]) == 0
+    runs = out / "runs" / "InvertedPendulum-v5"
+    teacher = json.loads((runs / "mlp/seed2/result.json").read_text())
+    student = json.loads((runs / "student/seed2/result.json").read_text())
+    assert student["teacher"] == "InvertedPendulum-v5/mlp/seed2" and student["train_steps"] == 300
+    assert teacher["teacher"] is None and teacher["train_steps"] == 600
+    assert json.loads((runs / "student/seed2/run/eval.json").read_text())["teacher"]["path"] == str(runs / "mlp/seed2/run")
+    assert not (runs / "mlp/seed1").exists() and not (runs / "student/seed1").exists()
+    # the student started after its teacher's result was written (each attempt records its start time)
+    started = json.loads((runs / "student/seed2/attempts.jsonl").read_text().splitlines()[0])["time"]
+    assert started >= (runs / "mlp/seed2/result.json").stat().st_mtime
+    # copied elsewhere, the sweep is finished as it was
+    shutil.copytree(out, tmp_path / "copy")
+    from dwc.sweep import sweep
+    state = sweep(tmp_path / "s.yaml", tmp_path / "copy", progress=False, log=lambda *a: None, seeds=[2])
+    assert state["runs"]["InvertedPendulum-v5/student/seed2"]["state"] == "finished"
