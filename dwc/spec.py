@@ -29,7 +29,8 @@ configs:                                  # name -> dwc train options (names as 
   qmlp: {policy: qmlp, hardware: {target: none}}  # a config's own hardware keys (false: no hardware stage)
   dwc-b15: {policy: dwc, thermo_bits: 15, tasks: [Hopper-v5]}  # tasks: this config on these of the tasks only
   student: {algo: distill, teacher: mlp, steps: 20000, policy: dwc}  # teacher: a config here; each run distils
-                                          # that config's run of its task and seed (trained first)
+                                          # that config's run of its task and seed (trained first), or a
+                                          # folder: teacher: old-sweep/runs/{task}/mlp/seed{seed}/run
 hardware:                                 # optional: after training, per circuit run
   target: ecp5-25k                        # compile + Verilator verify, then synthesis (a family such as ecp5: its smallest device that fits; none: no synthesis)
   episodes: 3                             # closed-loop Verilator episodes (default: all evaluation episodes)
@@ -58,13 +59,14 @@ RESULT = "result.json"
 ATTEMPTS = "attempts.jsonl"
 
 
-def identity(cfg: TrainConfig, teacher_run: str | None = None) -> dict:
-    """The options that decide what a run computes. ``teacher_run``: the sweep run (TASK/CONFIG/seedS) whose
-    run directory the config distils; it names the teacher instead of its path, so a sweep folder copied
-    elsewhere keeps its finished runs."""
+def identity(cfg: TrainConfig, teacher: str | None = None) -> dict:
+    """The options that decide what a run computes. ``teacher``: a distillation's teacher as the spec names
+    it (a folder, or runs/TASK/CONFIG/seedS/run in the sweep); it stands for the resolved path it ends, so a
+    sweep folder or repository copied elsewhere keeps its finished runs."""
     d = {k: v for k, v in cfg.to_dict().items() if k not in PLACEMENT}
-    if teacher_run and Path(d["distill"]["teacher"]).parts[-4:] == (*teacher_run.split("/"), "run"):
-        d["distill"] = {**d["distill"], "teacher": teacher_run}
+    named = Path(teacher).parts if teacher else ()
+    if named and Path(d["distill"]["teacher"]).parts[-len(named):] == named:
+        d["distill"] = {**d["distill"], "teacher": teacher}
     return d
 
 
@@ -77,12 +79,13 @@ class Job:
     dir: Path
     cfg: TrainConfig
     hardware: dict | None
-    after: str | None = None  # the run (id) this one distils, which must finish first
+    teacher: str | None = None  # a distillation's teacher as the spec names it (see identity)
+    after: str | None = None  # the sweep run (id) it distils, which must finish first
 
     @property
     def key(self) -> str:
         """What the run computes (recorded in its result.json)."""
-        return hashlib.sha256(json.dumps([identity(self.cfg, self.after), self.hardware], sort_keys=True)
+        return hashlib.sha256(json.dumps([identity(self.cfg, self.teacher), self.hardware], sort_keys=True)
                               .encode()).hexdigest()[:16]
 
     def finished(self) -> bool:
@@ -97,7 +100,7 @@ class Job:
         except UserError:
             return False
         return (json.loads(p.read_text()).get("hardware") == self.hardware
-                and identity(stored, self.after) == identity(self.cfg, self.after))
+                and identity(stored, self.teacher) == identity(self.cfg, self.teacher))
 
     def logged_steps(self) -> int:
         """The last step its metrics.jsonl logged, at most its budget."""
@@ -118,7 +121,7 @@ class Spec:
     resources: dict = field(default_factory=dict)
     scaled_down: bool = False  # loaded with the spec's scale_down section applied
     config_tasks: dict[str, list[str]] = field(default_factory=dict)  # config name -> its tasks, if a subset
-    teachers: dict[str, str] = field(default_factory=dict)  # config name -> the config whose runs it distils
+    teachers: dict[str, str] = field(default_factory=dict)  # config name -> its teacher: a config, or a folder
 
     def jobs(self, out: Path) -> list[Job]:
         jobs = []
@@ -126,17 +129,20 @@ class Spec:
         for task, seed, (name, opts) in itertools.product(self.tasks, self.seeds, self.configs.items()):
             if task not in self.config_tasks.get(name, self.tasks):
                 continue
-            after, teacher_env = None, None
-            if name in self.teachers:  # the teacher is this task and seed's run of another config
-                after = f"{task}/{self.teachers[name]}/seed{seed}"
-                opts = {**opts, "teacher": str(seed_dir(out / "runs" / task / self.teachers[name], seed) / "run")}
-                teacher_env = task
+            teacher, after, teacher_env = self.teachers.get(name), None, None
+            if teacher in self.configs:  # another config's run of this task and seed, trained first
+                after = f"{task}/{teacher}/seed{seed}"
+                teacher, teacher_env = f"runs/{after}/run", task
+                opts = {**opts, "teacher": str(out / teacher)}
+            elif teacher:  # a folder, its {task} and {seed} filled in, from where the sweep starts
+                teacher = teacher.format(task=task, seed=seed)
+                opts = {**opts, "teacher": str(Path(teacher).resolve())}
             cfg = config_from_options({**opts, "env": task, "seed": seed}, where=f"option in {self.path}, config {name}:",
                                       teacher_env=teacher_env)
             cfg.threads = int(self.resources["cpus_per_run"])
             hw = self.hardware[name] if cfg.actor.policy != "mlp" else None  # a float MLP has no circuit
             jobs.append(Job(f"{task}/{name}/seed{seed}", task, name, seed, seed_dir(out / "runs" / task / name, seed),
-                            cfg, hw, after))
+                            cfg, hw, teacher, after))
         return jobs
 
 
@@ -183,21 +189,28 @@ def _hardware(hw: dict, where: str) -> dict:
 
 def _teachers(path: Path, configs: dict[str, dict], config_tasks: dict[str, list[str]],
               tasks: list[str]) -> dict[str, str]:
-    """The configs whose ``teacher`` names another config of the spec (taken out of their options: each
-    run's teacher is a run directory, set per task and seed by Spec.jobs), checked."""
+    """Each distillation config's teacher, taken out of its options (Spec.jobs sets each run's): another
+    config of the spec, whose run of the same task and seed it distils, or a folder whose {task} and
+    {seed} Spec.jobs fills in; checked."""
     teachers = {}
     for name, opts in configs.items():
         teacher = opts.get("teacher")
-        if not (isinstance(teacher, str) and teacher in configs):
-            continue  # a path (a trained run or policy folder), or nothing
+        if not isinstance(teacher, str) or not teacher:
+            continue  # config_from_options names what is wrong
         if opts.get("algo") != "distill":
             raise UserError(f"{path}: config {name}: teacher {teacher} applies to algo: distill")
-        if configs[teacher].get("algo", "sac") == "distill":
-            raise UserError(f"{path}: config {name}: teacher {teacher} must be a config trained by RL, not distilled")
-        if missing := [t for t in config_tasks.get(name, tasks) if t not in config_tasks.get(teacher, tasks)]:
-            raise UserError(f"{path}: config {name}: its teacher {teacher} has no runs on {', '.join(missing)}")
-        teachers[name] = teacher
-        del opts["teacher"]
+        if teacher in configs:
+            if configs[teacher].get("algo", "sac") == "distill":
+                raise UserError(f"{path}: config {name}: teacher {teacher} must be a config trained by RL, not distilled")
+            if missing := [t for t in config_tasks.get(name, tasks) if t not in config_tasks.get(teacher, tasks)]:
+                raise UserError(f"{path}: config {name}: its teacher {teacher} has no runs on {', '.join(missing)}")
+        else:
+            try:
+                teacher.format(task="", seed=0)
+            except (KeyError, IndexError, ValueError) as e:
+                raise UserError(f"{path}: config {name}: teacher {teacher!r}: a folder may hold {{task}} and {{seed}} "
+                                f"only ({type(e).__name__}: {e})") from None
+        teachers[name] = opts.pop("teacher")
     return teachers
 
 

@@ -37,6 +37,28 @@ def test_each_run_distils_the_teacher_run_of_its_task_and_seed(tmp_path):
     assert {j.cfg.steps for j in load_spec(tmp_path / "d.yaml", scale_down=True).jobs(tmp_path)} == {50}
 
 
+def test_a_teacher_folder_takes_the_task_and_seed(tmp_path, monkeypatch):
+    """teacher: a folder with {task} and {seed}, e.g. an earlier sweep's runs, read from where the sweep
+    starts; the runs stay the same runs when that folder and the sweep move together."""
+    from dwc.rundir import write_json
+    from dwc.config import TrainConfig
+    for seed in (1, 2):
+        write_json(tmp_path / f"old/runs/Hopper-v5/mlp/seed{seed}/run/config.json",
+                   TrainConfig(env="Hopper-v5", seed=seed, steps=10).to_dict())
+    (tmp_path / "s.yaml").write_text("tasks: [Hopper-v5]\nseeds: 2\nconfigs:\n  s: {algo: distill, policy: dwc, "
+                                     "teacher: 'old/runs/{task}/mlp/seed{seed}/run'}\n")
+    monkeypatch.chdir(tmp_path)
+    jobs = load_spec(tmp_path / "s.yaml").jobs(tmp_path / "out")
+    assert [j.cfg.distill.teacher for j in jobs] == [str(tmp_path / f"old/runs/Hopper-v5/mlp/seed{s}/run") for s in (1, 2)]
+    assert all(j.after is None for j in jobs)
+    shutil.copytree(tmp_path / "old", tmp_path / "new/old")
+    monkeypatch.chdir(tmp_path / "new")
+    assert [j.key for j in load_spec(tmp_path / "s.yaml").jobs(tmp_path / "new/out")] == [j.key for j in jobs]
+    (tmp_path / "t.yaml").write_text("tasks: [Hopper-v5]\nseeds: 1\nconfigs: {s: {algo: distill, teacher: 'a/{env}'}}")
+    with pytest.raises(UserError, match=r"a folder may hold \{task\} and \{seed\} only"):
+        load_spec(tmp_path / "t.yaml")
+
+
 @pytest.mark.parametrize("student, message", [
     ("{teacher: mlp, policy: dwc}", "teacher mlp applies to algo: distill"),
     ("{algo: distill, teacher: other, policy: dwc}\n  other: {algo: distill, teacher: mlp}",
