@@ -305,7 +305,7 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
                 config_tasks[n] = only
     if not configs:
         raise UserError(f"{path}: configs is empty")
-    teachers = _teachers(path, configs, config_tasks, tasks)
+    teachers = _teachers(path, configs, config_tasks, all_tasks)
     res = {**RESOURCE_KEYS, **mapping(raw.get("resources") or {}, "resources"),
            **mapping(down.get("resources") or {}, "scale_down: resources")}
     if unknown := set(res) - set(RESOURCE_KEYS):
