@@ -62,6 +62,9 @@ examples:
   # or distil a trained policy into such a circuit (minutes, not an RL run; how close it gets
   # depends on what the small circuit can represent, see the README):
   dwc train --algo distill --teacher policies/hopper-v5-dwc --target ecp5 --width 128 --steps 20000 --out runs/hopper-ecp5-distilled
+  # the two-stage recipe in one resumable run: a float MLP teacher by SAC (runs/walker/teacher),
+  # then a 2 x 256 DWC that learns its actions:
+  dwc train --env Walker2d-v5 --algo distill --teacher-steps 300000 --steps 20000 --width 256 --out runs/walker
   # seeds 1 to 4 of one SAC config together in one process (runs/ip4/seed1 ... seed4, each a run
   # directory like the one dwc train --seed S writes; resume with --seeds 1-4 --resume):
   dwc train --env InvertedPendulum-v5 --seeds 1-4 --width 256 --thermo-bits 31 --out runs/ip4
@@ -106,8 +109,8 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
                         "(quantised MLP, power-of-two scales; --layers hidden layers of --hidden, --weight-bits, "
                         "--act-bits, --out-bits, --thermo-bits input thresholds), mlp (float baseline) (default dwc)")
     p.add_argument("--algo", choices=["sac", "ppo", "distill"],
-                   help="algorithm: sac, ppo, or distill (learn a trained --teacher's actions; see below) "
-                        "(default sac)")
+                   help="algorithm: sac, ppo, or distill (learn a float MLP teacher's actions: --teacher's, "
+                        "or one this run trains first; see below) (default sac)")
     p.add_argument("--steps", type=int, help="total env steps (default 100000)")
     p.add_argument("--seed", type=int, help="seed; same seed + CPU = same run (default 1)")
     p.add_argument("--device", help="auto | cpu | cuda (default auto: CUDA when present)")
@@ -182,8 +185,12 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
     d = p.add_argument_group("distillation (--algo distill): the student (this run's actor options) learns a trained "
                              "policy's deterministic actions on the states it visits itself (DAgger); --steps counts "
                              "the student's env steps, eval.json records the teacher's own")
-    d.add_argument("--teacher", help="run or policy folder whose actions are learned, e.g. policies/hopper-v5-dwc "
-                                     "(its env is the default --env)")
+    d.add_argument("--teacher", help="run or policy folder whose actions are learned, e.g. policies/hopper-v5-mlp "
+                                     "(its env is the default --env); without it the run first trains its own "
+                                     "teacher into OUT/teacher: a float MLP (--hidden) by SAC (the SAC options "
+                                     "above) for --teacher-steps, resumed with the run")
+    d.add_argument("--teacher-steps", type=int, help="SAC env steps of the teacher a run without --teacher trains "
+                                                     "(default 300000)")
     d.add_argument("--dagger-steps", type=int, help="env steps per iteration; the first iteration is rolled out "
                                                     "by the teacher, the rest by the student (default 1000)")
     d.add_argument("--updates-per-step", type=float, help="minibatch (--batch-size) gradient steps per collected "

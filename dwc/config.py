@@ -103,7 +103,8 @@ class PPOConfig:
 @dataclass
 class DistillConfig:
     """DAgger distillation from a trained policy (``--algo distill``, :mod:`dwc.rl.distill`)."""
-    teacher: str = ""  # run or policy folder whose deterministic actions are the labels
+    teacher: str = ""  # run or policy folder whose deterministic actions are the labels ("": RUN/teacher, trained first)
+    teacher_steps: int = 300_000  # SAC steps of the float MLP teacher a run without --teacher trains first
     dagger_steps: int = 1000  # env steps per iteration (the first rolled out by the teacher)
     updates_per_step: float = 2.0  # gradient steps (minibatches of --batch-size) per collected env step
     distill_lr: float = 1e-2
@@ -179,7 +180,7 @@ OPTIONS = {
     **{k: "sac" for k in ("learning_starts", "batch_size", "buffer_size", "actor_lr", "q_lr", "alpha_lr", "adam_eps",
                           "policy_frequency", "alpha", "critic_input")},
     **{k: "ppo" for k in ("rollout_steps",)},
-    **{k: "distill" for k in ("teacher", "dagger_steps", "updates_per_step", "distill_lr")},
+    **{k: "distill" for k in ("teacher", "teacher_steps", "dagger_steps", "updates_per_step", "distill_lr")},
 }
 # LUT inputs of each FPGA family's logic cell
 NATIVE_LUT_INPUTS = {"ecp5": 4, "ice40": 4, "xc7": 6}
@@ -273,8 +274,7 @@ def validate(cfg: TrainConfig) -> None:
     a = cfg.actor
     checks = [
         (cfg.algo in ("sac", "ppo", "distill"), f"--algo must be sac, ppo or distill, got {cfg.algo!r}"),
-        (cfg.algo != "distill" or bool(cfg.distill.teacher), "--algo distill needs --teacher RUN (a trained run "
-                                                            "or a policy folder, e.g. policies/hopper-v5-dwc)"),
+        (cfg.distill.teacher_steps >= 1, f"--teacher-steps must be >= 1, got {cfg.distill.teacher_steps}"),
         (cfg.distill.dagger_steps >= 1, f"--dagger-steps must be >= 1, got {cfg.distill.dagger_steps}"),
         (cfg.distill.updates_per_step > 0, f"--updates-per-step must be > 0, got {cfg.distill.updates_per_step}"),
         (cfg.distill.distill_lr > 0, f"--distill-lr must be > 0, got {cfg.distill.distill_lr}"),

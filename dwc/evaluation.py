@@ -16,6 +16,11 @@ def train_and_evaluate(cfg: TrainConfig, out: Path, resume: bool = False, progre
     deterministic evaluation written to eval.json (with ``frozen``, of the frozen circuit too)."""
     from .rl.train import train
     device = train(cfg, out, resume=resume, progress=progress, command=command, log=log)
+    if cfg.algo == "distill" and not cfg.distill.teacher:  # the teacher it trained, evaluated once
+        from .rl.distill import teacher_path
+        own = teacher_path(cfg, out)
+        if not (own / "eval.json").exists():
+            log(eval_text(evaluate_run(own, cfg.eval_episodes, device=str(device), progress=progress)))
     return evaluate_run(out, cfg.eval_episodes, device=str(device), progress=progress, frozen=frozen)
 
 
@@ -39,11 +44,11 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
         result["circuit"] = dict(stats, max_luts=cfg.actor.max_luts or None,
                                  max_comparators=cfg.actor.max_comparators or None, target=cfg.target or None)
     if cfg.algo == "distill":  # a distilled run's budget also counts its teacher's training
-        from .rl.distill import teacher_summary
+        from .rl.distill import teacher_path, teacher_summary
         try:
-            result["teacher"] = teacher_summary(cfg.distill.teacher)
+            result["teacher"] = teacher_summary(teacher_path(cfg, run_dir))
         except UserError:
-            result["teacher"] = {"path": cfg.distill.teacher, "missing": True}
+            result["teacher"] = {"path": str(teacher_path(cfg, run_dir)), "missing": True}
     if frozen:
         result["frozen"] = evaluate(circuit.act_one, cfg.env, episodes, seed, progress=progress)
     if write:  # benchmarks read shipped policies without touching their recorded evaluation

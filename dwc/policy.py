@@ -21,6 +21,8 @@ def load_actor(run_dir: Path, device: str = "cpu"):
     run_dir = Path(run_dir)
     cfg = load_config(run_dir)
     ckpt = load_checkpoint(run_dir / CHECKPOINT, map_location=device)
+    if "actor" not in ckpt:  # a distillation's step 0, written before its teacher trains
+        raise UserError(f"{run_dir} has no trained policy yet: its teacher ({run_dir / 'teacher'}) trains first")
     env = check_env_id(cfg.env)
     space = env.action_space
     env.close()

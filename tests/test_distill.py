@@ -94,7 +94,8 @@ def _one_line_error(args, needle):
 
 
 def test_distillation_errors(tmp_path):
-    _one_line_error(["train", "--algo", "distill", "--out", str(tmp_path / "a")], "--teacher")
+    _one_line_error(["train", "--algo", "distill", "--teacher-steps", "0", "--out", str(tmp_path / "a")],
+                    "--teacher-steps must be >= 1")
     _one_line_error(["train", "--algo", "distill", "--teacher", str(tmp_path / "nothing"), "--out", str(tmp_path / "b")],
                     "nothing does not exist")
     _one_line_error(["train", "--algo", "distill", "--teacher", TEACHER, "--env", "Hopper-v5",

@@ -17,6 +17,12 @@ which takes supervised gradient steps on a few thousand states instead of anothe
   the states the policy meets, and a fixed normaliser is what the circuit's comparators fold in.
 - Budgets (``--max-comparators``) follow the same schedule over the run's steps as in SAC.
 
+Without ``--teacher`` the run trains its teacher first, in RUN/teacher: a float MLP (``--hidden``) by SAC
+(the run's SAC options) for ``--teacher-steps``, the run's env and seed; an interrupted run resumes it
+from its own checkpoint. The run's step-0 checkpoint is written before, so the whole recipe is one
+resumable run; the student's random streams are set aside while the teacher trains, so it learns the
+same whether the teacher was trained in this process or an earlier one.
+
 Training budget: ``--steps`` counts the student's env steps. The teacher's own training steps are
 recorded (``eval.json``: ``teacher.train_steps``) so that comparisons can count both.
 """
@@ -34,21 +40,68 @@ from ..policy import load_actor
 from .common import flush_denormals, resolve_precision
 from .envs import episodes_state, make_vector_env, start_episodes
 from .loop import train_loop
-from .run import RunDir, set_rng_state
+from .run import RunDir, rng_state, set_rng_state
+
+OWN_TEACHER = "teacher"  # RUN/teacher: the teacher a run without --teacher trains first
 
 
-def teacher_summary(path: str) -> dict:
-    """What eval.json records of a distilled run's teacher (its folder, env, policy, steps)."""
+def teacher_path(cfg: TrainConfig, run_dir: Path) -> Path:
+    """The folder whose policy the distilled run ``run_dir`` learns: --teacher, else its own."""
+    return Path(cfg.distill.teacher) if cfg.distill.teacher else Path(run_dir) / OWN_TEACHER
+
+
+def teacher_config(cfg: TrainConfig) -> TrainConfig:
+    """The teacher a run without --teacher trains: a float MLP by SAC, the run's env, seed, SAC options,
+    where and how fast it runs."""
+    from ..config import ActorConfig
+    return TrainConfig(env=cfg.env, algo="sac", steps=cfg.distill.teacher_steps, seed=cfg.seed, device=cfg.device,
+                       cuda_graphs=cfg.cuda_graphs, precision=cfg.precision, num_envs=cfg.num_envs,
+                       threads=cfg.threads, checkpoint_every=cfg.checkpoint_every, eval_episodes=cfg.eval_episodes,
+                       actor=ActorConfig(policy="mlp", hidden=cfg.actor.hidden), sac=cfg.sac)
+
+
+def train_own_teacher(cfg: TrainConfig, run: RunDir) -> None:
+    """Train (or resume, or find finished) RUN/teacher, leaving this process's random streams as they were."""
+    from ..config import RESUMABLE, resume_config
+    from ..rundir import CHECKPOINT, load_config
+    from .train import train
+    path, tcfg = run.path / OWN_TEACHER, teacher_config(cfg)
+    resume = (path / CHECKPOINT).exists()
+    if resume:  # the same teacher, trained further if --teacher-steps grew
+        stored = load_config(path)
+        what = lambda c: {k: v for k, v in c.to_dict().items() if k not in RESUMABLE}
+        if what(stored) != what(tcfg):
+            raise UserError(f"{path} holds another teacher than this run trains; delete it to train it again")
+        tcfg = resume_config(stored, {k: getattr(tcfg, k) for k in RESUMABLE})
+    print(f"first its teacher, {path}: a float MLP 2 x {cfg.actor.hidden} by SAC for {tcfg.steps} steps"
+          + (" (resumed)" if resume else ""))
+    saved = rng_state()
+    train(tcfg, path, resume=resume, progress=run.progress, command=None)
+    set_rng_state(saved)
+
+
+def teacher_summary(path: Path) -> dict:
+    """What eval.json records of a distilled run's teacher (its folder, env, policy, steps, and its return
+    where it was evaluated)."""
+    import json
+
     from ..rundir import load_config
     from .run import load_checkpoint
     cfg = load_config(Path(path))
     step = int(load_checkpoint(Path(path) / "checkpoint.pt")["step"])
-    return {"path": str(path), "env": cfg.env, "policy": cfg.actor.policy, "algo": cfg.algo, "train_steps": step}
+    ev = Path(path) / "eval.json"
+    ret = json.loads(ev.read_text()).get("mean_return") if ev.exists() else None
+    return {"path": str(path), "env": cfg.env, "policy": cfg.actor.policy, "algo": cfg.algo, "train_steps": step,
+            "mean_return": ret}
 
 
 def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
     dc = cfg.distill
-    teacher, tcfg, _ = load_actor(Path(dc.teacher), str(device))  # eval mode, normaliser frozen
+    if not dc.teacher:
+        if not run.resume_state:  # step 0: from here on the run resumes, its teacher's progress too
+            run.save_checkpoint({"step": 0, "before_teacher": True})
+        train_own_teacher(cfg, run)
+    teacher, tcfg, _ = load_actor(teacher_path(cfg, run.path), str(device))  # eval mode, normaliser frozen
     if tcfg.env != cfg.env:
         raise UserError(f"--teacher {dc.teacher} was trained on {tcfg.env}, not {cfg.env}")
     envs = make_vector_env(cfg.env, cfg.num_envs)
@@ -62,7 +115,7 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
     data_act = np.zeros((cfg.steps, act_dim), dtype=np.float32)  # ... and the teacher's action there
     counters = {"iterations": 0}
     rng = np.random.default_rng(cfg.seed)
-    if run.resume_state:
+    if run.resume_state and not run.resume_state.get("before_teacher"):
         s = run.resume_state
         student.load_state_dict(s["actor"])
         opt.load_state_dict(s["opt"])

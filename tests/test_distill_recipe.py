@@ -1,0 +1,67 @@
+"""The two-stage recipe in one run: ``dwc train --algo distill`` without --teacher trains a float MLP
+teacher by SAC into RUN/teacher, then distils it; stopped while its teacher trains, the run resumes to
+the same teacher and the same student, bit for bit."""
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+
+from dwc.cli import main
+
+
+def recipe(out):
+    return ["train", "--env", "InvertedPendulum-v5", "--algo", "distill", "--teacher-steps", "1200",
+            "--learning-starts", "300", "--batch-size", "32", "--hidden", "32", "--steps", "500",
+            "--dagger-steps", "250", "--checkpoint-every", "200", "--width", "16", "--lut-inputs", "4",
+            "--thermo-bits", "7", "--eval-episodes", "2", "--no-progress", "--out", str(out)]
+
+
+def load(path):
+    return torch.load(path, weights_only=False)
+
+
+def same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if hasattr(a, "shape"):  # numpy
+        return (a == b).all()
+    return a == b
+
+
+def test_the_recipe_trains_its_teacher_then_distils_and_resumes_exactly(tmp_path):
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    assert main(recipe(whole)) == 0
+    teacher = load(whole / "teacher/checkpoint.pt")
+    assert teacher["step"] == 1200 and teacher["config"]["actor"]["policy"] == "mlp"
+    assert teacher["config"]["algo"] == "sac" and teacher["config"]["sac"]["learning_starts"] == 300
+    ev = json.loads((whole / "eval.json").read_text())
+    tev = json.loads((whole / "teacher/eval.json").read_text())
+    assert ev["algo"] == "distill" and ev["train_steps"] == 500
+    assert ev["teacher"] == {"path": str(whole / "teacher"), "env": "InvertedPendulum-v5", "policy": "mlp",
+                             "algo": "sac", "train_steps": 1200, "mean_return": tev["mean_return"]}
+    # stopped while its teacher trains, then resumed: the same teacher and the same student
+    proc = subprocess.Popen([sys.executable, "-m", "dwc", *recipe(stopped)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and not (stopped / "teacher/checkpoint.pt").exists():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert load(stopped / "checkpoint.pt").get("before_teacher") and load(stopped / "teacher/checkpoint.pt")["step"] < 1200
+    # no trained policy yet: a reader says so in one line
+    assert main(["eval", str(stopped), "--no-progress"]) == 2
+    assert main(["train", "--out", str(stopped), "--resume", "--no-progress"]) == 0
+    for f in ("teacher/checkpoint.pt", "checkpoint.pt"):
+        a, b = load(whole / f), load(stopped / f)
+        for k in ("actor", "data_obs", "data_act", "step"):
+            if k in a:
+                assert same(a[k], b[k]), (f, k)
+    assert json.loads((stopped / "eval.json").read_text())["returns"] == ev["returns"]
