@@ -507,6 +507,8 @@ examples:
                                            # trained as 4-input LUTs (ECP5's cell), built for ECP5-25k
   dwc build --from policies/hopper-v5-dwc --target xc7 --out builds/hopper     # skip training
   dwc build --from runs/ip --target none --out builds/ip-rtl                     # stop after verify
+  dwc build --from policies/walker2d-v5-mlp --width 256 --steps 20000 --out builds/walker
+                                           # a float MLP: a 2 x 256 DWC learns its actions, then is built
 
 Stages: train -> compile -> verify -> synth. The training stage is dwc train with the same options:
 OUT/run/config.json is the one dwc train would write. Re-running the same command skips every stage
@@ -528,7 +530,9 @@ def _add_build(sub):
                                    "not change what is trained).",
                        epilog=BUILD_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="build folder (run/, circuit/, build.json, summary.json)")
-    p.add_argument("--from", dest="from_run", type=Path, help="a trained run or policy folder: skip training")
+    p.add_argument("--from", dest="from_run", type=Path,
+                   help="a trained run or policy folder: a circuit skips training; a float MLP is the teacher "
+                        "the circuit described by the training options learns from (--algo distill)")
     p.add_argument("--target", dest="synth_target", default="ecp5-25k",
                    help="FPGA to synthesise for: a device, a family (ecp5, ice40: its smallest device the core "
                         "fits), or none to stop after verify (default ecp5-25k); it also picks the "
@@ -555,6 +559,13 @@ def cmd_build(args) -> int:
     if episodes < 1:
         raise UserError(f"--episodes must be >= 1, got {episodes}")
     train_cfg = None
+    if args.from_run is not None and _is_float_mlp(args.from_run):  # no circuit in it: distil one from it
+        if args.algo not in (None, "distill") or args.teacher is not None:
+            raise UserError(f"--from {args.from_run} is a float MLP, which dwc build distils into a circuit; "
+                            f"drop --algo / --teacher")
+        args.algo, args.teacher, args.from_run = "distill", str(args.from_run), None
+        _log_for(args)(f"--from {args.teacher}: a float MLP, the teacher of the circuit this build distils "
+                       f"(dwc train --algo distill --teacher {args.teacher})")
     if args.from_run is not None:
         from .config import OPTIONS
         given = [k for k, v in vars(args).items() if v is not None and k in OPTIONS and k not in ("env", "eval_episodes")]
@@ -570,6 +581,11 @@ def cmd_build(args) -> int:
     s = build(args.out, args.env, args.from_run, train_cfg, args.synth_target, args.pipeline, episodes,
               args.freq, progress=not args.no_progress, log=_log_for(args), input_register=args.input_register)
     return _print_build_summary(s, args)
+
+
+def _is_float_mlp(run: Path) -> bool:
+    from .rundir import load_config
+    return (Path(run) / "config.json").exists() and load_config(run).actor.policy == "mlp"
 
 
 def _flag(name: str) -> str:

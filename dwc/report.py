@@ -23,7 +23,8 @@ from .rundir import CONFIG, LEGS, METRICS, checkpoint_info, episode_returns, las
 FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "lut4_sites", "ir_luts", "comparators", "fmax_mhz",
            "latency_cycles")
 RETURNS = ("float_return", "frozen_return", "rtl_return")  # these get IQMs, CIs and comparisons
-RETURN_NAMES = {"float_return": "float", "frozen_return": "frozen", "rtl_return": "hardware"}
+RETURN_NAMES = {"float_return": "float", "frozen_return": "frozen", "rtl_return": "hardware",
+                "deployed_return": "deployed"}
 CURVE_POINTS = 50
 
 
@@ -68,8 +69,16 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
         p = sweep_dir / rec["dir"] / "result.json"
         if p.exists():
             cfg = _run_config(sweep_dir / rec["dir"])
-            results.append(dict(json.loads(p.read_text()), dir=str(sweep_dir / rec["dir"]),
-                                precision=cfg.get("precision"), options=_options(cfg)))
+            r = json.loads(p.read_text())
+            deployed = r["frozen_return"] if r.get("frozen_return") is not None else r.get("float_return")
+            results.append(dict(r, dir=str(sweep_dir / rec["dir"]), precision=cfg.get("precision"),
+                                options=_options(cfg), deployed_return=deployed))
+    # a distilled run's cost counts its teacher's (both trained on this kind of worker)
+    seconds = {r["id"]: r.get("seconds") for r in results}
+    for r in results:
+        if r.get("seconds") is not None:
+            teacher = seconds.get(r.get("teacher")) if r.get("teacher") else 0.0
+            r["hours_with_teacher"] = None if teacher is None else round((r["seconds"] + teacher) / 3600, 3)
     return state, results
 
 
@@ -166,6 +175,7 @@ def aggregate(state: dict, results: list[dict], intervals: bool = False, sweep_d
         for key in FIGURES:
             values = [r[key] for r in rs if r.get(key) is not None]
             row[key] = stats.summarize(values) if intervals and key in RETURNS and values else stats.quartiles(values)
+        row["hours"] = stats.quartiles([r["hours_with_teacher"] for r in rs if r.get("hours_with_teacher") is not None])
         eq = [r["rtl_equals_frozen"] for r in rs if r.get("rtl_equals_frozen") is not None]
         row["rtl_equals_frozen"] = all(eq) if eq else None
         # the device each circuit was placed on: with a family target, the smallest that fits, per seed
@@ -196,7 +206,7 @@ def table(rows: list[dict], markdown: bool = False) -> str:
     latency and the FPGA the circuits were placed on."""
     ret = lambda q: stats.fmt(q) if q and "iqm" in q else _cell(q)
     head = ["task", "config", "seeds", "steps", "float return", "frozen return", "hardware return", "LUTs", "Fmax MHz",
-            "latency cycles", "FPGA"]
+            "latency cycles", "FPGA", "hours a run"]
     body = []
     for r in rows:
         hw = ret(r["rtl_return"])
@@ -205,7 +215,8 @@ def table(rows: list[dict], markdown: bool = False) -> str:
         body.append([r["task"], r["config"], f"{len(r['seeds'])}/{r['planned']}", str(r["train_steps"] or "-"),
                      ret(r["float_return"]), ret(r["frozen_return"]), hw,
                      _cell(r["luts"] or r["ir_luts"], "{:.0f}"), _cell(r["fmax_mhz"]),
-                     _cell(r["latency_cycles"], "{:.0f}"), "/".join(r.get("targets") or []) or "-"])
+                     _cell(r["latency_cycles"], "{:.0f}"), "/".join(r.get("targets") or []) or "-",
+                     _cell(r.get("hours"), "{:.2f}")])
     return _grid(head, body, markdown)
 
 
@@ -305,7 +316,9 @@ LEGEND = ("Returns: each run's mean deterministic return over the evaluation epi
           "over the same episodes (or the first hardware.episodes of them; flagged if it differs from the frozen "
           "circuit's on any); LUTs = synthesised LUTs (IR LUTs without a synthesis target), Fmax and latency "
           "(clock cycles from observation in to action out): median [25th, 75th percentile]; FPGA = the device(s) "
-          "the circuits were placed on (with a family target, the smallest each seed's circuit fits).")
+          "the circuits were placed on (with a family target, the smallest each seed's circuit fits); hours a run = "
+          "its wall-clock hours on its worker, training, evaluation and hardware stages, a distilled run's with "
+          "its teacher's.")
 
 
 def config_order(state: dict) -> list[str]:
@@ -317,7 +330,8 @@ RULE = ("Each config is compared with every config before it in the spec (the ea
         "it shares its training precision with, or differs from in precision alone, so a precision change is never "
         "confounded with another (other options may differ between two configs: each pair reads as what its two "
         "configs change); --baseline NAME keeps the comparisons with NAME. On each task runs pair by seed, and only "
-        "when both trained for the same steps; ratio = IQM(config) / IQM(baseline) over the paired seeds with a "
+        "when both trained for the same steps (a distilled run pairs with its own teacher run); deployed = the frozen "
+        "circuit's return against a float policy's; ratio = IQM(config) / IQM(baseline) over the paired seeds with a "
         "95% paired-bootstrap CI; P(config > baseline) = rliable's probability of improvement with a 95% "
         f"bootstrap CI; no CI below {stats.MIN_SEEDS} paired seeds.")
 
@@ -355,7 +369,7 @@ def pair_runs(runs: list[dict], baseline: list[dict], key: str) -> tuple[dict, d
         b = base.get(r["seed"])
         if b is None:
             reason = "no baseline run of this seed"
-        elif r["train_steps"] != b["train_steps"]:
+        elif r["train_steps"] != b["train_steps"] and r.get("teacher") != b["id"]:  # a student pairs with its teacher
             reason = f"{r['train_steps']} steps, the baseline {b['train_steps']}"
         else:
             mine[r["seed"]], theirs[r["seed"]] = r[key], b[key]
@@ -386,7 +400,10 @@ def comparisons(state: dict, results: list[dict], baselines: list[str] | None = 
                     if baselines:  # asked for: say why not
                         out.append({**entry, "figure": None, "seeds": [], "n": 0, "note": f"not compared: {why}"})
                     continue
-                for key in RETURNS:
+                circuits = [any(r.get("frozen_return") is not None for r in runs[c]) for c in (config, base)]
+                # a circuit against a float policy: also each one as it is deployed
+                keys = RETURNS + ("deployed_return",) * (circuits[0] != circuits[1])
+                for key in keys:
                     has = lambda rs: [r for r in rs if r.get(key) is not None]
                     if not has(runs[config]) or not has(runs[base]):
                         continue  # a figure one of the two does not have (a float MLP has no circuit)

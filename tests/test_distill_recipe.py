@@ -65,3 +65,20 @@ def test_the_recipe_trains_its_teacher_then_distils_and_resumes_exactly(tmp_path
             if k in a:
                 assert same(a[k], b[k]), (f, k)
     assert json.loads((stopped / "eval.json").read_text())["returns"] == ev["returns"]
+
+
+def test_build_from_a_float_mlp_distils_it_into_a_circuit(tmp_path, capsys):
+    """dwc build --from a float MLP: the training options describe the circuit that learns its actions,
+    which is then compiled and run closed loop in Verilator."""
+    from pathlib import Path
+    mlp = Path(__file__).resolve().parents[1] / "policies" / "inverted-pendulum-v5-mlp"
+    out = tmp_path / "b"
+    assert main(["build", "--from", str(mlp), "--width", "16", "--lut-inputs", "4", "--thermo-bits", "7",
+                 "--steps", "500", "--dagger-steps", "250", "--target", "none", "--episodes", "1", "--out", str(out),
+                 "--no-progress", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["stages_run"] == ["train", "compile", "verify"] and s["rtl_equals_frozen"] and s["policy"] == "dwc"
+    cfg = json.loads((out / "run/config.json").read_text())
+    assert cfg["algo"] == "distill" and cfg["distill"]["teacher"] == str(mlp) and cfg["actor"]["width"] == 16
+    assert main(["build", "--from", str(mlp), "--algo", "sac", "--out", str(tmp_path / "c")]) == 2
+    assert "is a float MLP, which dwc build distils" in capsys.readouterr().err

@@ -94,6 +94,15 @@ def test_a_student_waits_for_its_teacher(tmp_path):
     # the student started after its teacher's result was written (each attempt records its start time)
     started = json.loads((runs / "student/seed2/attempts.jsonl").read_text().splitlines()[0])["time"]
     assert started >= (runs / "mlp/seed2/result.json").stat().st_mtime
+    # the report pairs each student with its own teacher (300 steps against 600), also as deployed: the
+    # frozen circuit against the float MLP; a student's hours count its teacher's
+    from dwc.report import report
+    rep = report(out)
+    comps = {c["figure"]: c for c in rep["comparisons"] if (c["config"], c["baseline"]) == ("student", "mlp")}
+    assert set(comps) == {"float_return", "deployed_return"} and comps["deployed_return"]["seeds"] == [2]
+    assert comps["deployed_return"]["ratio"] == pytest.approx(student["frozen_return"] / teacher["float_return"])
+    rows = {r["config"]: r for r in rep["rows"]}
+    assert rows["student"]["hours"]["median"] == pytest.approx((student["seconds"] + teacher["seconds"]) / 3600, abs=1e-3)
     # copied elsewhere, the sweep is finished as it was
     shutil.copytree(out, tmp_path / "copy")
     from dwc.sweep import sweep
