@@ -16,7 +16,6 @@ import pytest
 
 from dwc.cli import main
 # the small untrained DWC of test_synth (2 x 32 LUT4 at InvertedPendulum's dimensions), built anew here
-from test_synth import small_build  # noqa: F401 (a fixture)
 
 # one short episode and a few vectors: each observation takes ~90 cycles through the serial shell
 QUICK = ["--episodes", "1", "--max-steps", "40", "--vectors", "40", "--no-progress"]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from dwc.cli import main
-from test_train import SMALL_DWC, assert_one_line_error, run_cli
+from helpers import SMALL_DWC, assert_one_line_error, run_cli
 
 POLICY = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-gates"
 

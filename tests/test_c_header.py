@@ -17,6 +17,7 @@ from dwc.ir import FixedFormat, Graph
 from dwc.ir import reference as ref
 from dwc.ir.c_header import c_header
 from dwc.ir.passes import optimize
+from helpers import random_graph, random_linear_graph
 
 POLICIES = Path(__file__).parent.parent / "policies"
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
@@ -189,8 +190,6 @@ def test_shipped_policies_match_the_reference(shipped, tmp_path, options):
 
 
 def random_graphs():
-    from test_linear_ir import random_linear_graph
-    from test_passes import random_graph
     gs = [random_graph(s) for s in range(12)] + [random_linear_graph(s, s % 2 == 1) for s in range(12)]
     # formats at the ends of what the IR allows: 2 and 32 bits, negative and large fractions
     g = random_graph(99)

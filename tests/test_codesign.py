@@ -11,8 +11,8 @@ from dwc.config import config_from_options
 from dwc.errors import UserError
 from dwc.models.actors import ActorConfig, build_actor, spread_thresholds
 from dwc.models.lut import LUTLayer
+from helpers import assert_one_line_error, run_cli
 
-from test_train import assert_one_line_error, run_cli
 
 
 def test_limit_sources_keeps_the_most_read_and_moves_the_rest_to_their_next_best():

@@ -11,7 +11,7 @@ from dwc.errors import UserError
 from dwc.ir import reference as ref
 from dwc.ir.graph import FixedFormat
 from dwc.rtl.core import DWCCore, max_pipeline
-from test_passes import inputs_for, random_graph
+from helpers import inputs_for, random_graph
 
 
 def run_with_reset(core: DWCCore, q: np.ndarray, reset_at: int, reset_cycles: int = 1):
@@ -78,9 +78,9 @@ def test_non_finite_observations_have_one_rule():
     with pytest.raises(UserError, match=r"NaN observation \(dimension\(s\) \[1\]\)"):
         f.quantize([0.0, np.nan])
     g = random_graph(1)
-    obs = np.zeros((2, g.obs_dim))
-    obs[1, 0] = np.nan
-    with pytest.raises(UserError, match="NaN observation"):
+    obs = np.zeros((3, g.obs_dim))
+    obs[2, 0] = np.nan  # the third observation's first dimension: the message names the dimension
+    with pytest.raises(UserError, match=r"NaN observation \(dimension\(s\) \[0\]\)"):
         ref.quantize_obs(g, obs)
 
 

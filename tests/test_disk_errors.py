@@ -12,7 +12,7 @@ import torch
 
 from dwc import rundir
 from dwc.cli import main
-from test_train import small_args
+from helpers import small_args
 
 POLICY = str(Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-gates")
 

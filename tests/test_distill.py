@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from dwc.cli import main
+from helpers import differences, metrics, stop_at
 
 TEACHER = str(Path(__file__).resolve().parents[1] / "policies" / "inverted-pendulum-v5-dwc")
 STUDENT = ["--width", "48", "--lut-inputs", "4", "--thermo-bits", "31"]
@@ -74,11 +75,9 @@ def test_distillation_checkpoints_and_resumes(tmp_path):
 def test_a_stopped_distillation_resumes_exactly(tmp_path):
     """Stopped inside an iteration and resumed, a distillation ends bit for bit as the same run left
     alone (the episodes in flight go on; see test_train.py::test_a_stopped_run_resumes_exactly)."""
-    from test_multiseed import differences
-    from test_train import _stop_at, metrics
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     assert main(distill_args(whole, 1000)) == 0
-    assert 250 <= _stop_at(stopped, distill_args(stopped, 1000), signal.SIGTERM, after=400) < 1000
+    assert 250 <= stop_at(stopped, distill_args(stopped, 1000), signal.SIGTERM, after=400) < 1000
     assert main(["train", "--out", str(stopped), "--resume", "--no-progress"]) == 0
     a, b = (torch.load(r / "checkpoint.pt", weights_only=False) for r in (whole, stopped))
     assert differences(a, b) == []

@@ -82,3 +82,16 @@ def test_build_from_a_float_mlp_distils_it_into_a_circuit(tmp_path, capsys):
     assert cfg["algo"] == "distill" and cfg["distill"]["teacher"] == str(mlp) and cfg["actor"]["width"] == 16
     assert main(["build", "--from", str(mlp), "--algo", "sac", "--out", str(tmp_path / "c")]) == 2
     assert "is a float MLP, which dwc build distils" in capsys.readouterr().err
+
+
+def test_build_runs_the_whole_recipe(tmp_path, capsys):
+    """dwc build with --algo distill and no teacher: the teacher by SAC, the student, compile and the
+    Verilog closed loop in Verilator, in one command (reduced sizes; the learning is tested above and in
+    test_distill.py)."""
+    out = tmp_path / "b"
+    args = [a for a in recipe(out / "unused") if a not in ("train", "--out", str(out / "unused"), "--eval-episodes", "2")]
+    assert main(["build", *args, "--target", "none", "--episodes", "1", "--out", str(out), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["stages_run"] == ["train", "compile", "verify"] and s["rtl_equals_frozen"]
+    assert load(out / "run/teacher/checkpoint.pt")["step"] == 1200
+    assert json.loads((out / "run/eval.json").read_text())["teacher"]["path"] == str(out / "run/teacher")

@@ -6,7 +6,7 @@ import pytest
 from dwc.fpga.energy import activity, build_activity, energy, net_values
 from dwc.ir import reference as ref
 from dwc.sim.vectors import extreme_vectors, random_vectors
-from test_passes import random_graph
+from helpers import random_graph, random_linear_graph
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -25,7 +25,6 @@ def test_net_values_are_the_circuits(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_net_values_of_quantised_mlps(seed):
     """Linear layers (now lowered to hardware, so synthesised and estimated too) are followed to the actions."""
-    from test_linear_ir import random_linear_graph
     g = random_linear_graph(seed, with_luts=seed % 2 == 1)
     q = np.concatenate([random_vectors(g, 50, seed), extreme_vectors(g)])
     v = net_values(g, q)

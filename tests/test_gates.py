@@ -10,7 +10,7 @@ from dwc.ir.freeze import freeze
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
 from dwc.models.gates import BASIS, GateLayer
-from test_ir import assert_bit_exact, extreme_observations
+from helpers import assert_bit_exact, extreme_observations
 
 
 def test_relaxation_is_each_boolean_function_at_the_corners():

@@ -16,6 +16,7 @@ from dwc.ir.freeze import freeze
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
 from dwc.policy import load_actor
+from helpers import assert_bit_exact, extreme_observations
 
 POLICY = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-dwc"
 
@@ -42,29 +43,6 @@ def rollout_observations(actor, env_id: str, steps: int, seed: int) -> np.ndarra
             obs, _ = env.reset(seed=seed + t + 1)
     env.close()
     return np.asarray(out)
-
-
-def assert_bit_exact(actor, graph: Graph, q: np.ndarray) -> None:
-    scale = np.array([2.0 ** -f.frac for f in graph.obs_formats])
-    x = torch.tensor(q * scale, dtype=torch.float32)  # exactly the quantised values
-    with torch.no_grad():
-        pc_torch = actor.popcounts(x).numpy().astype(np.int64)
-        act_torch = graph.action_format.quantize(actor.act(x).numpy())
-    pc_ir = ref.popcounts(graph, q)
-    assert np.array_equal(pc_ir, pc_torch), f"{(pc_ir != pc_torch).sum()} popcount mismatches"
-    assert np.array_equal(ref.actions_int(graph, q), act_torch)
-
-
-def extreme_observations(graph: Graph) -> np.ndarray:
-    lo = np.array([f.min_int for f in graph.obs_formats])
-    hi = np.array([f.max_int for f in graph.obs_formats])
-    rows = [lo, hi, np.zeros_like(lo), lo + 1, hi - 1]
-    # every threshold, and one below it, in every dimension at once
-    per_dim = [[c.threshold for c in graph.comparators if c.dim == d] for d in range(graph.obs_dim)]
-    for k in range(max(map(len, per_dim))):
-        t = np.array([p[min(k, len(p) - 1)] for p in per_dim])
-        rows += [np.clip(t, lo, hi), np.clip(t - 1, lo, hi)]
-    return np.stack(rows)
 
 
 def test_trained_policy_is_bit_exact_on_10k_observations(shipped):

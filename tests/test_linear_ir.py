@@ -1,7 +1,6 @@
 """Integer linear layers in the IR (the quantised-MLP extension): semantics written out by hand,
 JSON round trip and validation, the passes and the fast executor preserving the function."""
 import json
-import random
 from pathlib import Path
 
 import numpy as np
@@ -10,41 +9,7 @@ import pytest
 from dwc.ir import Comparator, FixedFormat, Graph, IRError, Linear
 from dwc.ir import reference as ref
 from dwc.ir.passes import PASSES, optimize
-from test_passes import inputs_for, random_graph
-
-
-def random_linear_graph(seed: int, with_luts: bool) -> Graph:
-    """Thermometer comparators per dim -> popcounts (input codes) -> 1-3 linear layers -> tables;
-    with LUT layers in between when ``with_luts`` (a LUT network with a linear head)."""
-    rng = random.Random(seed)
-    if with_luts:
-        base = random_graph(seed)
-        formats, comps, layers, groups = base.obs_formats, base.comparators, base.layers, base.groups
-    else:
-        dims = rng.randint(1, 4)
-        formats = [FixedFormat(8, rng.randint(0, 4)) for _ in range(dims)]
-        comps, groups = [], []
-        for d in range(dims):  # a thermometer per dim, some thresholds constant, some repeated
-            ts = sorted(rng.choice([formats[d].min_int, formats[d].max_int + 1, rng.randint(-128, 127)])
-                        for _ in range(rng.randint(1, 9)))
-            groups.append(list(range(len(comps), len(comps) + len(ts))))
-            comps += [Comparator(d, t) for t in ts]
-        layers = []
-    linear, n_in = [], len(groups)
-    for k in range(rng.randint(1, 3)):
-        n_out = rng.randint(1, 5)
-        lo = rng.randint(-20, 0)
-        linear.append(Linear([[rng.randint(-9, 9) for _ in range(n_in)] for _ in range(n_out)],
-                             [rng.randint(-50, 50) for _ in range(n_out)], rng.randint(-2, 4), lo,
-                             lo + rng.randint(0, 40), ("half_up", "half_even")[(seed + k) % 2]))
-        n_in = n_out
-    afmt = FixedFormat(12, 4)
-    last = linear[-1]
-    tables = [[rng.randint(afmt.min_int, afmt.max_int) for _ in range(last.hi - last.lo + 1)]
-              for _ in range(last.outputs)]
-    g = Graph(formats, comps, layers, groups, afmt, tables, {}, linear)
-    g.validate()
-    return g
+from helpers import inputs_for, random_linear_graph
 
 
 def test_semantics_by_hand():

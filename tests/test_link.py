@@ -1,6 +1,5 @@
 """The UART policy link (dwc.rtl.link) in Amaranth's simulator: frames in, actions out, equal to the
 IR reference; corrupted, truncated and garbage input is dropped and the link resynchronises."""
-import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
@@ -8,7 +7,7 @@ from dwc.ir import reference as ref
 from dwc.rtl.core import DWCCore, port_description
 from dwc.rtl.link import PolicyLink
 from dwc.sim.link_codec import ResponseParser, obs_frame
-from test_passes import inputs_for, random_graph
+from helpers import inputs_for, random_graph
 
 DIV = 4  # clock cycles per UART bit
 

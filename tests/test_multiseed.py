@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from dwc.cli import main
+from helpers import differences, stop_at
 
 ENV = "InvertedPendulum-v5"
 # batch 32 x 1 action = 32 floats: whole AVX-512 chunks (see dwc.rl.multiseed on exactness)
@@ -30,23 +31,6 @@ def checkpoint(run: Path) -> dict:
     for k in ("numpy", "python"):  # the global streams, which SAC does not draw from
         ckpt["rng"].pop(k)
     return ckpt
-
-
-def differences(a, b, path: str = "") -> list[str]:
-    """Where two checkpoints differ, to the bit ([] when identical)."""
-    if isinstance(a, dict):
-        if a.keys() != b.keys():
-            return [f"{path}: keys {sorted(a)} != {sorted(b)}"]
-        return [d for k in a for d in differences(a[k], b[k], f"{path}/{k}")]
-    if isinstance(a, (list, tuple)):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
-    if torch.is_tensor(a):
-        same = a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
-    elif isinstance(a, np.ndarray):
-        same = a.dtype == b.dtype and np.array_equal(a, b)
-    else:
-        same = a == b
-    return [] if same else [path]
 
 
 def returns(run: Path) -> list[tuple[int, float]]:
@@ -132,12 +116,11 @@ def test_seeds_resume_together_and_alone(tmp_path):
 def test_seeds_stopped_and_resumed_together_follow_their_single_runs(tmp_path):
     """SIGTERM in the middle of an iteration, then --resume: each seed still ends as its single run left
     alone (the episodes in flight at the checkpoint go on)."""
-    from test_train import _stop_at
     for s in (1, 2):
         train(tmp_path / f"single{s}", "--steps", "800", "--seed", str(s))
     multi = tmp_path / "multi"
     args = ["train", *TINY, "--steps", "800", "--seeds", "1-2", "--out", str(multi)]
-    assert 200 <= _stop_at(multi / "seed2", args, signal.SIGTERM, after=350) < 800
+    assert 200 <= stop_at(multi / "seed2", args, signal.SIGTERM, after=350) < 800
     assert main(["train", "--out", str(multi), "--seeds", "1-2", "--resume", "--no-progress"]) == 0
     for s in (1, 2):
         assert_same_run(tmp_path / f"single{s}", multi / f"seed{s}")

@@ -9,11 +9,11 @@ import pytest
 from dwc.cli import main
 from dwc.ir import Graph
 from dwc.ir import reference as ref
-from test_train import assert_one_line_error, run_cli
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from helpers import assert_one_line_error, run_cli
 
 
 def qdq_mlp(path, obs_dim=4, hidden=(16,), act_dim=1, seed=0, in_scale=2.0 ** -4, w_scale=2.0 ** -7,

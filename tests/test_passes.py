@@ -1,7 +1,6 @@
 """Passes preserve the function: property tests on random graphs built to contain every pattern
 the passes look for (constant comparators, constant/degenerate LUTs, repeated and don't-care
 inputs, duplicates, dead LUTs)."""
-import random
 
 import numpy as np
 import pytest
@@ -9,44 +8,7 @@ import pytest
 from dwc.ir import LUT, Comparator, FixedFormat, Graph
 from dwc.ir import reference as ref
 from dwc.ir.passes import PASSES, cofactor, optimize, permute
-
-
-def random_graph(seed: int) -> Graph:
-    rng = random.Random(seed)
-    dims = rng.randint(1, 4)
-    formats = [FixedFormat(8, rng.randint(0, 4)) for _ in range(dims)]
-    comps = []
-    for _ in range(rng.randint(2, 12)):
-        d = rng.randrange(dims)
-        f = formats[d]
-        comps.append(Comparator(d, rng.choice([f.min_int, f.max_int + 1, rng.randint(f.min_int, f.max_int)])))
-    layers, n_in = [], len(comps)
-    for _ in range(rng.randint(1, 3)):
-        layer = []
-        for _ in range(rng.randint(2, 10)):
-            arity = rng.randint(0, 6)
-            inputs = [rng.randrange(n_in) for _ in range(arity)]
-            table = rng.choice([0, (1 << (1 << arity)) - 1, rng.getrandbits(1 << arity), 0b1010 if arity >= 2 else 1])
-            layer.append(LUT(inputs, table & ((1 << (1 << arity)) - 1)))
-        if rng.random() < 0.5:
-            layer.append(LUT(list(layer[0].inputs), layer[0].table))  # an exact duplicate
-        layers.append(layer)
-        n_in = len(layer)
-    actions = rng.randint(1, 3)
-    groups = [[rng.randrange(n_in) for _ in range(rng.randint(0, n_in))] for _ in range(actions)]
-    afmt = FixedFormat(12, 4)
-    tables = [[rng.randint(afmt.min_int, afmt.max_int) for _ in range(len(g) + 1)] for g in groups]
-    g = Graph(formats, comps, layers, groups, afmt, tables)
-    g.validate()
-    return g
-
-
-def inputs_for(g: Graph, n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    lo = np.array([f.min_int for f in g.obs_formats])
-    hi = np.array([f.max_int for f in g.obs_formats])
-    q = rng.integers(lo, hi + 1, size=(n, g.obs_dim))
-    return np.concatenate([q, lo[None], hi[None]])
+from helpers import inputs_for, random_graph
 
 
 def same_function(a: Graph, b: Graph, seed: int) -> bool:

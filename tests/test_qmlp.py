@@ -11,7 +11,7 @@ from dwc.ir import reference as ref
 from dwc.ir.freeze import freeze_qmlp
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
-from test_ir import extreme_observations
+from helpers import extreme_observations
 
 
 def trained_looking_qmlp(seed: int, **bits):

@@ -6,7 +6,7 @@ import pytest
 from dwc.ir import reference as ref
 from dwc.rtl.core import DWCCore, max_pipeline
 from dwc.sim.pysim import run_vectors
-from test_passes import inputs_for, random_graph
+from helpers import inputs_for, random_graph
 
 
 @pytest.mark.parametrize("seed", range(6))

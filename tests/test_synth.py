@@ -9,19 +9,6 @@ import pytest
 from dwc.cli import main
 
 
-@pytest.fixture(scope="module")
-def small_build(tmp_path_factory):
-    """A small untrained DWC at InvertedPendulum's dimensions (2 x 32 LUT4, 7 thresholds per dim)."""
-    from dwc.compile import emit_verilog
-    from dwc.ir.freeze import untrained_graph
-    from dwc.models import ActorConfig
-    out = tmp_path_factory.mktemp("small")
-    g = untrained_graph(4, 1, ActorConfig(width=32, lut_inputs=4, thermo_bits=7), env="InvertedPendulum-v5")
-    g.save(out / "graph.json")
-    emit_verilog(g, out, pipeline=1)
-    return out
-
-
 @pytest.mark.parametrize("target", ["ecp5-25k", "ice40-up5k"])
 def test_synth_place_route_and_bitstream(small_build, target, capsys):
     # 20 MHz: this core reaches about 26 MHz on the iCE40 and 80 on the ECP5 (a missed clock exits 1)
@@ -116,6 +103,10 @@ def test_a_missed_clock_exits_1_with_the_requested_and_reached_clock(small_build
     cap = capsys.readouterr()
     r = json.loads((out / "synth" / "ecp5-25k" / "report.json").read_text())
     assert r["timing_met"] is False and r["requested_mhz"] == 1000 and 20 < r["fmax_mhz"] < 1000
+    # the design does not run at 1000 MHz: no latency there, in the report or the table
+    assert r["action_latency_ns_at_requested"] is None and r["action_latency_ns"] > 0
+    row = next(l for l in cap.out.splitlines() if l.startswith("ecp5-25k") and "c " in l)
+    assert f"{r['latency_cycles']:>8}c{r['action_latency_ns']:>7.1f}{'-':>7}" in row
     assert f"ecp5-25k: Fmax {r['fmax_mhz']:.1f} MHz < 1000 requested: TIMING NOT MET" in cap.out
     assert "timing not met on ecp5-25k" in cap.err
     assert Path(r["bitstream"]).exists()  # still built: the engineer decides
@@ -162,6 +153,9 @@ def test_a_family_target_takes_the_smallest_device_the_core_fits(small_build, tm
     assert "[ecp5-25k] too small for this core; trying ecp5-45k" in capsys.readouterr().out
     r = json.loads((out / "synth" / "ecp5-45k" / "report.json").read_text())
     assert r["target"] == "ecp5-45k" and r["device"] == "LFE5U-45F" and r["cells"]["available"] == 43848
+    # no --freq: placed for the default clock, which it does not have to reach
+    from dwc.config import DEFAULT_FREQ_MHZ
+    assert r["requested_mhz"] == DEFAULT_FREQ_MHZ and r["clock_required"] is False
     assert Path(r["bitstream"]).exists() and not (out / "synth" / "ecp5-25k").exists()
     fit = r["smallest_fit"]
     assert fit["family"] == "ecp5" and fit["device"] == "ecp5-45k" and list(fit["too_small"]) == ["ecp5-25k"]

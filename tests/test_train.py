@@ -13,24 +13,7 @@ import torch
 
 from dwc.cli import main
 from dwc.rundir import checkpoint_info
-
-SMALL_DWC = ["--width", "32", "--lut-inputs", "4", "--thermo-bits", "7"]
-ENV = "InvertedPendulum-v5"
-
-
-def small_args(out, algo="sac", policy="dwc", steps=400, extra=()):
-    args = ["train", "--env", ENV, "--algo", algo, "--policy", policy, "--steps", str(steps), "--out", str(out),
-            "--checkpoint-every", "200", "--eval-episodes", "2", "--no-progress", "--hidden", "32"]
-    args += SMALL_DWC
-    if algo == "sac":
-        args += ["--learning-starts", "150", "--batch-size", "32"]
-    else:
-        args += ["--num-envs", "2", "--rollout-steps", "50"]
-    return args + list(extra)
-
-
-def metrics(run: Path) -> list[dict]:
-    return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+from helpers import ENV, assert_one_line_error, differences, metrics, run_cli, small_args, stop_at
 
 
 @pytest.mark.parametrize("algo", ["sac", "ppo"])
@@ -90,36 +73,14 @@ def test_sac_is_reproducible_on_cpu(tmp_path):
         json.loads((tmp_path / "b" / "eval.json").read_text())["returns"]
 
 
-def _stop_at(run: Path, args: list[str], signum: int, after: int) -> int:
-    """Start ``dwc train`` in a process, send it ``signum`` once it logged a step past ``after``; the step
-    its checkpoint then holds."""
-    proc = subprocess.Popen([sys.executable, "-m", "dwc"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        if (run / "checkpoint.pt").exists() and (run / "metrics.jsonl").exists() and \
-                max((m["step"] for m in metrics(run)), default=0) > after:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be stopped"
-    proc.send_signal(signum)
-    proc.communicate(timeout=120)
-    step = torch.load(run / "checkpoint.pt", weights_only=False)["step"]
-    # what dwc report and dwc sweep read without loading the checkpoint: a stop between the checkpoint
-    # and its checkpoint.json (a SIGKILL, or a SIGTERM where no checkpoint follows it) leaves the step
-    # unknown, never another step
-    assert checkpoint_info(run)["step"] in (step, None)
-    return step
-
-
 @pytest.mark.parametrize("algo,signum", [("sac", signal.SIGTERM), ("sac", signal.SIGKILL), ("ppo", signal.SIGTERM)])
 def test_a_stopped_run_resumes_exactly(tmp_path, algo, signum):
     """Stopped anywhere (SIGTERM: a checkpoint at that step; SIGKILL: back to the last periodic one) and
     resumed, a run ends bit for bit where the same run left alone ends: the episodes in flight at the
     checkpoint go on (their returns are logged whole), and no random stream draws anything twice."""
-    from test_multiseed import differences
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     assert main(small_args(whole, algo, steps=1000)) == 0
-    at = _stop_at(stopped, small_args(stopped, algo, steps=1000), signum, after=450)
+    at = stop_at(stopped, small_args(stopped, algo, steps=1000), signum, after=450)
     assert 200 <= at < 1000
     if (algo, signum) == ("sac", signal.SIGTERM):  # SAC checkpoints where it stops: its checkpoint.json says so
         assert checkpoint_info(stopped)["step"] == at
@@ -173,19 +134,6 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again(tmp_path):
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "dwc", *args], capture_output=True, text=True, timeout=120)
-
-
-def assert_one_line_error(res, *needles):
-    assert res.returncode == 2, (res.stdout, res.stderr)
-    assert "Traceback" not in res.stderr
-    lines = [l for l in res.stderr.strip().splitlines() if l]
-    assert len(lines) == 1, res.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 def test_cli_errors(tmp_path):

@@ -13,8 +13,8 @@ from dwc.config import ActorConfig, SACConfig
 from dwc.models import build_actor
 from dwc.models.lut import SOFTMAX_MARGIN, LUTLayer
 from dwc.rl.optim import WiringAdam
+from helpers import ENV, assert_one_line_error, run_cli, small_args
 
-from test_train import ENV, assert_one_line_error, run_cli, small_args
 
 
 def _layers(sources=300, luts=96, n=6, bits=0, seed=0):
