@@ -722,7 +722,7 @@ examples:
   dwc synth build/big --target ecp5-25k --route-budget 0  # route with router2 at once (a congested core)
 
 Writes BUILD/synth/<target>/report.json (luts, ffs, cells, utilisation, fmax_mhz, requested_mhz,
-timing_met, latency_cycles with action_latency_ns at Fmax and action_latency_ns_at_requested,
+timing_met, latency_cycles with action_latency_ns at Fmax and action_latency_ns_at_requested (where it is met),
 actions_per_s, area: the comparator bank and the rest apart, bitstream, constraints, pins, energy,
 tool versions, the exact commands) and the tools' logs next to it; pins.pcf / pins.lpf there holds the pins nextpnr
 used (give it back with --pins to keep them). Exit status 1 when a target misses the clock given

@@ -369,7 +369,7 @@ def pair_runs(runs: list[dict], baseline: list[dict], key: str) -> tuple[dict, d
         b = base.get(r["seed"])
         if b is None:
             reason = "no baseline run of this seed"
-        elif r["train_steps"] != b["train_steps"] and r.get("teacher") != b["id"]:  # a student pairs with its teacher
+        elif r["train_steps"] != b["train_steps"] and (not r.get("teacher") or r["teacher"] != b.get("id")):  # a student pairs with its teacher
             reason = f"{r['train_steps']} steps, the baseline {b['train_steps']}"
         else:
             mine[r["seed"]], theirs[r["seed"]] = r[key], b[key]

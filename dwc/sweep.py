@@ -210,7 +210,7 @@ def _start_ray(address: str | None, cpus: int | None):
         else:  # a new local engine for this machine (never a cluster started earlier), gone when the sweep ends
             ray.init(address="local", num_cpus=cpus or os.cpu_count(), include_dashboard=False, logging_level="WARNING",
                      log_to_driver=False, object_store_memory=100 * 2**20)
-    except (ConnectionError, RuntimeError, ValueError) as e:
+    except Exception as e:  # noqa: BLE001 - Ray raises plain Exception too (a local node that timed out starting)
         raise UserError(f"cannot start Ray{' at ' + address if address else ''}: {str(e).splitlines()[0]}") from None
     finally:
         os.chdir(here)

@@ -8,12 +8,13 @@ import functools
 
 import numpy as np
 
-from .graph import Graph
+from .graph import Graph, check_observation
 
 
 def quantize_obs(g: Graph, obs: np.ndarray) -> np.ndarray:
     """Float observations (N, D) -> saturated fixed-point integers (N, D)."""
     obs = np.atleast_2d(obs)
+    check_observation(obs)  # on the whole batch: a NaN is named by its dimension, not its row
     return np.stack([f.quantize(obs[:, d]) for d, f in enumerate(g.obs_formats)], axis=1)
 
 

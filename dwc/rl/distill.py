@@ -40,7 +40,7 @@ from ..policy import load_actor
 from .common import flush_denormals, resolve_precision
 from .envs import episodes_state, make_vector_env, start_episodes
 from .loop import train_loop
-from .run import RunDir, rng_state, set_rng_state
+from .run import RunDir, set_rng_state
 
 OWN_TEACHER = "teacher"  # RUN/teacher: the teacher a run without --teacher trains first
 
@@ -60,26 +60,6 @@ def teacher_config(cfg: TrainConfig) -> TrainConfig:
                        actor=ActorConfig(policy="mlp", hidden=cfg.actor.hidden), sac=cfg.sac)
 
 
-def train_own_teacher(cfg: TrainConfig, run: RunDir) -> None:
-    """Train (or resume, or find finished) RUN/teacher, leaving this process's random streams as they were."""
-    from ..config import RESUMABLE, resume_config
-    from ..rundir import CHECKPOINT, load_config
-    from .train import train
-    path, tcfg = run.path / OWN_TEACHER, teacher_config(cfg)
-    resume = (path / CHECKPOINT).exists()
-    if resume:  # the same teacher, trained further if --teacher-steps grew
-        stored = load_config(path)
-        what = lambda c: {k: v for k, v in c.to_dict().items() if k not in RESUMABLE}
-        if what(stored) != what(tcfg):
-            raise UserError(f"{path} holds another teacher than this run trains; delete it to train it again")
-        tcfg = resume_config(stored, {k: getattr(tcfg, k) for k in RESUMABLE})
-    print(f"first its teacher, {path}: a float MLP 2 x {cfg.actor.hidden} by SAC for {tcfg.steps} steps"
-          + (" (resumed)" if resume else ""))
-    saved = rng_state()
-    train(tcfg, path, resume=resume, progress=run.progress, command=None)
-    set_rng_state(saved)
-
-
 def teacher_summary(path: Path) -> dict:
     """What eval.json records of a distilled run's teacher (its folder, env, policy, steps, and its return
     where it was evaluated)."""
@@ -97,10 +77,6 @@ def teacher_summary(path: Path) -> dict:
 
 def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
     dc = cfg.distill
-    if not dc.teacher:
-        if not run.resume_state:  # step 0: from here on the run resumes, its teacher's progress too
-            run.save_checkpoint({"step": 0, "before_teacher": True})
-        train_own_teacher(cfg, run)
     teacher, tcfg, _ = load_actor(teacher_path(cfg, run.path), str(device))  # eval mode, normaliser frozen
     if tcfg.env != cfg.env:
         raise UserError(f"--teacher {dc.teacher} was trained on {tcfg.env}, not {cfg.env}")

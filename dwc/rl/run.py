@@ -55,8 +55,9 @@ class RunDir:
     """Owns the run directory's files; the training loops only call its methods."""
 
     def __init__(self, path: Path, cfg: TrainConfig, resume: bool, progress: bool = True,
-                 command: list[str] | None = None):
+                 command: list[str] | None = None, log=print):
         self.path = Path(path)
+        self.say = log  # status lines (stderr where stdout carries JSON); log() writes metrics
         self.ckpt_path = self.path / CHECKPOINT
         self.resume_state: dict | None = None
         created = not self.path.exists()

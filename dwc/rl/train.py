@@ -6,11 +6,12 @@ from pathlib import Path
 
 import torch
 
-from ..config import TrainConfig
+from ..config import RESUMABLE, TrainConfig, resume_config
 from ..errors import UserError
+from ..rundir import CHECKPOINT, load_config
 from .common import keep_freed_memory, resolve_device, resolve_precision
 from .envs import check_env_id
-from .run import RunDir, seed_everything
+from .run import RunDir, rng_state, seed_everything, set_rng_state
 
 
 def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True,
@@ -26,7 +27,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
     torch.set_num_threads(cfg.threads)
     keep_freed_memory()
     seed_everything(cfg.seed)
-    run = RunDir(out, cfg, resume=resume, progress=progress, command=command)
+    run = RunDir(out, cfg, resume=resume, progress=progress, command=command, log=log)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU thread(s)"
     log(f"training {cfg.algo} {cfg.actor.policy} on {cfg.env}: device {device} ({where}), "
           f"{str(precision).removeprefix('torch.')} matmuls")
@@ -38,7 +39,31 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = Tr
             from .distill import train_distill
             from .ppo import train_ppo
             from .sac import train_sac
+            if cfg.algo == "distill" and not cfg.distill.teacher:
+                _train_own_teacher(cfg, run)
             {"sac": train_sac, "ppo": train_ppo, "distill": train_distill}[cfg.algo](cfg, run, device)
     finally:
         run.close()
     return device
+
+
+def _train_own_teacher(cfg: TrainConfig, run: RunDir) -> None:
+    """A distillation without --teacher: its step-0 checkpoint (from then on the run resumes, its teacher's
+    progress too), then RUN/teacher trained, resumed or found finished, this process's random streams left
+    as they were (dwc.rl.distill)."""
+    from .distill import OWN_TEACHER, teacher_config
+    if not run.resume_state:
+        run.save_checkpoint({"step": 0, "before_teacher": True})
+    path, tcfg = run.path / OWN_TEACHER, teacher_config(cfg)
+    resume = (path / CHECKPOINT).exists()
+    if resume:  # the same teacher, trained further if --teacher-steps grew
+        stored = load_config(path)
+        what = lambda c: {k: v for k, v in c.to_dict().items() if k not in RESUMABLE}
+        if what(stored) != what(tcfg):
+            raise UserError(f"{path} holds another teacher than this run trains; delete it to train it again")
+        tcfg = resume_config(stored, {k: getattr(tcfg, k) for k in RESUMABLE})
+    run.say(f"first its teacher, {path}: a float MLP 2 x {cfg.actor.hidden} by SAC for {tcfg.steps} steps"
+            + (" (resumed)" if resume else ""))
+    saved = rng_state()
+    train(tcfg, path, resume=resume, progress=run.progress, command=None, log=run.say)
+    set_rng_state(saved)
