@@ -186,7 +186,9 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
                              "policy's deterministic actions on the states it visits itself (DAgger); --steps counts "
                              "the student's env steps, eval.json records the teacher's own")
     d.add_argument("--teacher", help="run or policy folder whose actions are learned, e.g. policies/hopper-v5-mlp "
-                                     "(its env is the default --env); without it the run first trains its own "
+                                     "(its env is the default --env), or an .onnx model (float observation in, "
+                                     "action out; give --env; the student's normaliser is fitted on the model's "
+                                     "rollout); without it the run first trains its own "
                                      "teacher into OUT/teacher: a float MLP (--hidden) by SAC (the SAC options "
                                      "above) for --teacher-steps, resumed with the run")
     d.add_argument("--teacher-steps", type=int, help="SAC env steps of the teacher a run without --teacher trains "
@@ -531,8 +533,9 @@ def _add_build(sub):
                        epilog=BUILD_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="build folder (run/, circuit/, build.json, summary.json)")
     p.add_argument("--from", dest="from_run", type=Path,
-                   help="a trained run or policy folder: a circuit skips training; a float MLP is the teacher "
-                        "the circuit described by the training options learns from (--algo distill)")
+                   help="a trained run or policy folder: a circuit skips training; a float MLP, or an .onnx "
+                        "model (with --env), is the teacher the circuit described by the training options learns "
+                        "from (--algo distill)")
     p.add_argument("--target", dest="synth_target", default="ecp5-25k",
                    help="FPGA to synthesise for: a device, a family (ecp5, ice40: its smallest device the core "
                         "fits), or none to stop after verify (default ecp5-25k); it also picks the "
@@ -559,12 +562,13 @@ def cmd_build(args) -> int:
     if episodes < 1:
         raise UserError(f"--episodes must be >= 1, got {episodes}")
     train_cfg = None
-    if args.from_run is not None and _is_float_mlp(args.from_run):  # no circuit in it: distil one from it
+    if args.from_run is not None and (_is_float_mlp(args.from_run) or args.from_run.suffix == ".onnx"):
+        what = "an ONNX model" if args.from_run.suffix == ".onnx" else "a float MLP"  # no circuit in it: distil one
         if args.algo not in (None, "distill") or args.teacher is not None:
-            raise UserError(f"--from {args.from_run} is a float MLP, which dwc build distils into a circuit; "
+            raise UserError(f"--from {args.from_run} is {what}, which dwc build distils into a circuit; "
                             f"drop --algo / --teacher")
         args.algo, args.teacher, args.from_run = "distill", str(args.from_run), None
-        _log_for(args)(f"--from {args.teacher}: a float MLP, the teacher of the circuit this build distils "
+        _log_for(args)(f"--from {args.teacher}: {what}, the teacher of the circuit this build distils "
                        f"(dwc train --algo distill --teacher {args.teacher})")
     if args.from_run is not None:
         from .config import OPTIONS

@@ -253,7 +253,12 @@ def config_from_options(options: dict, where: str = "option", teacher_env: str |
                             f"(or drop --target to train another arity)")
         if cfg.actor.policy == "dwc":
             cfg.actor.lut_inputs = native
-    if cfg.algo == "distill" and cfg.distill.teacher:  # the student learns the teacher's task
+    if cfg.algo == "distill" and cfg.distill.teacher.endswith(".onnx"):  # a model file names no task
+        if not Path(cfg.distill.teacher).is_file():
+            raise UserError(f"--teacher {cfg.distill.teacher} does not exist")
+        if "env" not in options:
+            raise UserError(f"--teacher {cfg.distill.teacher}: give --env, the task the model acts in")
+    elif cfg.algo == "distill" and cfg.distill.teacher:  # the student learns the teacher's task
         task = teacher_env or load_config(cfg.distill.teacher).env
         if "env" in options and cfg.env != task:
             raise UserError(f"--teacher {cfg.distill.teacher} was trained on {task}, not --env {cfg.env}")

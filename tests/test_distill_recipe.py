@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 
 from dwc.cli import main
@@ -95,3 +96,26 @@ def test_build_runs_the_whole_recipe(tmp_path, capsys):
     assert s["stages_run"] == ["train", "compile", "verify"] and s["rtl_equals_frozen"]
     assert load(out / "run/teacher/checkpoint.pt")["step"] == 1200
     assert json.loads((out / "run/eval.json").read_text())["teacher"]["path"] == str(out / "run/teacher")
+
+
+@pytest.mark.slow  # ~2 minutes: a learning run
+def test_an_onnx_model_is_a_teacher_too(tmp_path, capsys):
+    """A policy exported to ONNX (here the shipped InvertedPendulum DWC, by dwc compile --onnx) teaches a
+    circuit through dwc build --from: the student's normaliser is fitted on the model's rollout and frozen,
+    and it learns to act as the model (which balances the pole: 1000)."""
+    from pathlib import Path
+    policy = Path(__file__).resolve().parents[1] / "policies" / "inverted-pendulum-v5-dwc"
+    assert main(["compile", str(policy), "--out", str(tmp_path / "c"), "--onnx"]) == 0
+    model = tmp_path / "c" / "policy.onnx"
+    capsys.readouterr()
+    out = tmp_path / "b"
+    assert main(["build", "--from", str(model), "--env", "InvertedPendulum-v5", "--width", "48", "--lut-inputs", "4",
+                 "--thermo-bits", "31", "--steps", "4000", "--dagger-steps", "250", "--target", "none",
+                 "--episodes", "3", "--out", str(out), "--no-progress", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["rtl_equals_frozen"] and s["frozen_return"] >= 900, s
+    ckpt = load(out / "run/checkpoint.pt")
+    assert bool(ckpt["actor"]["normalizer.frozen"]) and float(ckpt["actor"]["normalizer.var"].min()) != 1.0
+    assert json.loads((out / "run/eval.json").read_text())["teacher"]["policy"] == "onnx"
+    assert main(["build", "--from", str(model), "--out", str(tmp_path / "d")]) == 2  # no --env: one line
+    assert "give --env" in capsys.readouterr().err

@@ -14,7 +14,9 @@ which takes supervised gradient steps on a few thousand states instead of anothe
   action range, minimised by Adam with a rate annealed linearly to 1/1000 of ``--distill-lr``.
   No reward is used for learning; the episodes' returns are logged as in SAC.
 - The student's observation normaliser is the teacher's, frozen: the teacher's statistics describe
-  the states the policy meets, and a fixed normaliser is what the circuit's comparators fold in.
+  the states the policy meets, and a fixed normaliser is what the circuit's comparators fold in. A
+  teacher exported to ONNX has none: the student's is fitted on the teacher's own rollout (the first
+  iteration's states) and frozen before the first update.
 - Budgets (``--max-comparators``) follow the same schedule over the run's steps as in SAC.
 
 Without ``--teacher`` the run trains its teacher first, in RUN/teacher: a float MLP (``--hidden``) by SAC
@@ -50,6 +52,45 @@ def teacher_path(cfg: TrainConfig, run_dir: Path) -> Path:
     return Path(cfg.distill.teacher) if cfg.distill.teacher else Path(run_dir) / OWN_TEACHER
 
 
+class OnnxTeacher:
+    """A policy exported to ONNX (float observation (N, D) in, action (N, A) out: the output named
+    ``action``, else the first), run by onnxruntime on the CPU. It carries no observation statistics, so
+    the student's normaliser is fitted on the teacher's own rollout (the first iteration) and then frozen."""
+    normalizer = None
+
+    def __init__(self, path: Path, obs_dim: int, act_dim: int):
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise UserError("an ONNX teacher runs on onnxruntime: pip install 'dwc[onnx]'") from None
+        try:
+            self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001 - onnxruntime's own exception types
+            raise UserError(f"--teacher {path}: not a model onnxruntime can run: {str(e).splitlines()[0]}") from None
+        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
+        names = [o.name for o in outputs]
+        self.input, self.output = inputs[0].name, "action" if "action" in names else names[0]
+        got = self.session.run([self.output], {self.input: np.zeros((2, obs_dim), np.float32)})[0]
+        if len(inputs) != 1 or got.shape != (2, act_dim):
+            raise UserError(f"--teacher {path}: expected one input (N, {obs_dim}) and an action output (N, {act_dim}), "
+                            f"got {len(inputs)} input(s) and an output of shape {tuple(got.shape)} for 2 observations")
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.detach().cpu().numpy().astype(np.float32, copy=False)
+        return torch.as_tensor(self.session.run([self.output], {self.input: x})[0], dtype=torch.float32,
+                               device=obs.device)
+
+
+def load_teacher(path: Path, env: str, obs_dim: int, act_dim: int, device: torch.device):
+    """The teacher's policy (eval mode, normaliser frozen): a run or policy folder, or an .onnx model."""
+    if Path(path).suffix == ".onnx":
+        return OnnxTeacher(path, obs_dim, act_dim)
+    teacher, tcfg, _ = load_actor(Path(path), str(device))
+    if tcfg.env != env:
+        raise UserError(f"--teacher {path} was trained on {tcfg.env}, not {env}")
+    return teacher
+
+
 def teacher_config(cfg: TrainConfig) -> TrainConfig:
     """The teacher a run without --teacher trains: a float MLP by SAC, the run's env, seed, SAC options,
     where and how fast it runs."""
@@ -67,6 +108,10 @@ def teacher_summary(path: Path) -> dict:
 
     from ..rundir import load_config
     from .run import load_checkpoint
+    if Path(path).suffix == ".onnx":
+        if not Path(path).is_file():
+            raise UserError(f"{path} does not exist")
+        return {"path": str(path), "env": None, "policy": "onnx", "algo": None, "train_steps": None, "mean_return": None}
     cfg = load_config(Path(path))
     step = int(load_checkpoint(Path(path) / "checkpoint.pt")["step"])
     ev = Path(path) / "eval.json"
@@ -77,15 +122,14 @@ def teacher_summary(path: Path) -> dict:
 
 def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
     dc = cfg.distill
-    teacher, tcfg, _ = load_actor(teacher_path(cfg, run.path), str(device))  # eval mode, normaliser frozen
-    if tcfg.env != cfg.env:
-        raise UserError(f"--teacher {dc.teacher} was trained on {tcfg.env}, not {cfg.env}")
     envs = make_vector_env(cfg.env, cfg.num_envs)
     act_space = envs.single_action_space
     obs_dim, act_dim = envs.single_observation_space.shape[0], act_space.shape[0]
+    teacher = load_teacher(teacher_path(cfg, run.path), cfg.env, obs_dim, act_dim, device)
     student = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
     student.set_precision(resolve_precision(cfg.precision, device))
-    student.normalizer.load_state_dict(teacher.normalizer.state_dict())  # frozen with the teacher's
+    if teacher.normalizer is not None:  # frozen with the teacher's
+        student.normalizer.load_state_dict(teacher.normalizer.state_dict())
     opt = torch.optim.Adam(student.parameters(), lr=dc.distill_lr, fused=True)
     data_obs = np.zeros((cfg.steps, obs_dim), dtype=np.float32)  # every visited state ...
     data_act = np.zeros((cfg.steps, act_dim), dtype=np.float32)  # ... and the teacher's action there
@@ -134,6 +178,9 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
                     data_obs[step:step + k], data_act[step:step + k] = obs[:k], label[:k].cpu().numpy()
                     loop.advance(k, rewards, terms | truncs)
                     obs = next_obs
+            if not bool(student.normalizer.frozen):  # a teacher without statistics: its rollout's, kept
+                student.normalizer.update(as_t(data_obs[:loop.step]))
+                student.normalizer.freeze()
             # 2. regress the student's actions onto the teacher's, on minibatches of all data so far
             updates = max(1, round(dc.updates_per_step * (end - start)))
             for u in range(counters.get("updates_done", 0), updates):
