@@ -68,6 +68,14 @@ def test_the_recipe_trains_its_teacher_then_distils_and_resumes_exactly(tmp_path
     assert json.loads((stopped / "eval.json").read_text())["returns"] == ev["returns"]
 
 
+def test_build_from_a_float_mlp_only_distils(tmp_path, capsys):
+    from pathlib import Path
+    mlp = Path(__file__).resolve().parents[1] / "policies" / "inverted-pendulum-v5-mlp"
+    assert main(["build", "--from", str(mlp), "--algo", "sac", "--out", str(tmp_path / "c")]) == 2
+    assert "is a float MLP, which dwc build distils" in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+@pytest.mark.slow  # ~1 minute; the whole recipe's build (below) runs the same stages in CI
 def test_build_from_a_float_mlp_distils_it_into_a_circuit(tmp_path, capsys):
     """dwc build --from a float MLP: the training options describe the circuit that learns its actions,
     which is then compiled and run closed loop in Verilator."""
@@ -81,8 +89,6 @@ def test_build_from_a_float_mlp_distils_it_into_a_circuit(tmp_path, capsys):
     assert s["stages_run"] == ["train", "compile", "verify"] and s["rtl_equals_frozen"] and s["policy"] == "dwc"
     cfg = json.loads((out / "run/config.json").read_text())
     assert cfg["algo"] == "distill" and cfg["distill"]["teacher"] == str(mlp) and cfg["actor"]["width"] == 16
-    assert main(["build", "--from", str(mlp), "--algo", "sac", "--out", str(tmp_path / "c")]) == 2
-    assert "is a float MLP, which dwc build distils" in capsys.readouterr().err
 
 
 def test_build_runs_the_whole_recipe(tmp_path, capsys):
