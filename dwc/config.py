@@ -286,9 +286,9 @@ def validate(cfg: TrainConfig) -> None:
         (a.policy in ("dwc", "gates", "qmlp", "mlp"), f"--policy must be dwc, gates, qmlp or mlp, got {a.policy!r}"),
         (a.wiring in ("learnable", "random"), f"--wiring must be learnable or random, got {a.wiring!r}"),
         (a.wiring_optim in ("dense", "sparse"), f"--wiring-optim must be dense or sparse, got {a.wiring_optim!r}"),
-        (a.wiring_optim == "dense" or (a.policy == "dwc" and a.wiring == "learnable" and cfg.algo == "sac"),
+        (a.wiring_optim == "dense" or (a.policy == "dwc" and a.wiring == "learnable" and cfg.algo in ("sac", "distill")),
          "--wiring-optim sparse applies to a learnable wiring (--policy dwc --wiring learnable) trained by "
-         "--algo sac"),
+         "--algo sac or distill"),
         (a.wiring_refresh >= 0, f"--wiring-refresh must be >= 0, got {a.wiring_refresh}"),
         (a.wiring_refresh == 0 or a.wiring_optim == "sparse", "--wiring-refresh applies to --wiring-optim sparse"),
         (cfg.steps >= 1, f"--steps must be >= 1, got {cfg.steps}"),

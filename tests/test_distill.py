@@ -100,3 +100,17 @@ def test_distillation_errors(tmp_path):
     _one_line_error(["train", "--algo", "distill", "--teacher", TEACHER, "--env", "Hopper-v5",
                      "--out", str(tmp_path / "c")], "InvertedPendulum-v5")
     _one_line_error(distill_args(tmp_path / "d", 100, ["--updates-per-step", "0"]), "--updates-per-step")
+
+
+def test_distillation_takes_the_sparse_wiring_update(tmp_path):
+    """--wiring-optim sparse applies to a distilled circuit too: its wiring scores get sparse gradients,
+    stepped lazily, and the run resumes and freezes as a dense one does."""
+    run, dense = tmp_path / "sparse", tmp_path / "dense"
+    assert main(distill_args(run, 250, ["--wiring-optim", "sparse"])) == 0
+    assert main(distill_args(dense, 250)) == 0
+    a, b = (torch.load(r / "checkpoint.pt", weights_only=False) for r in (run, dense))
+    assert a["config"]["actor"]["wiring_optim"] == "sparse" and a["step"] == 250
+    scores = [k for k in a["actor"] if k.endswith("wiring_weights")]
+    assert scores and all(not torch.equal(a["actor"][k], b["actor"][k]) for k in scores)  # not the dense update
+    assert main(["train", "--out", str(run), "--resume", "--steps", "500", "--no-progress"]) == 0
+    assert main(["eval", str(run), "--frozen", "--episodes", "1", "--no-progress"]) == 0

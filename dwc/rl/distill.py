@@ -42,6 +42,7 @@ from ..policy import load_actor
 from .common import flush_denormals, resolve_precision
 from .envs import episodes_state, make_vector_env, start_episodes
 from .loop import train_loop
+from .optim import WiringAdam
 from .run import RunDir, set_rng_state
 
 OWN_TEACHER = "teacher"  # RUN/teacher: the teacher a run without --teacher trains first
@@ -130,7 +131,9 @@ def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
     student.set_precision(resolve_precision(cfg.precision, device))
     if teacher.normalizer is not None:  # frozen with the teacher's
         student.normalizer.load_state_dict(teacher.normalizer.state_dict())
-    opt = torch.optim.Adam(student.parameters(), lr=dc.distill_lr, fused=True)
+    # --wiring-optim sparse sends sparse wiring gradients, which WiringAdam steps lazily (dense: plain Adam)
+    adam = WiringAdam if cfg.actor.wiring_optim == "sparse" else torch.optim.Adam
+    opt = adam(student.parameters(), lr=dc.distill_lr, fused=True)
     data_obs = np.zeros((cfg.steps, obs_dim), dtype=np.float32)  # every visited state ...
     data_act = np.zeros((cfg.steps, act_dim), dtype=np.float32)  # ... and the teacher's action there
     counters = {"iterations": 0}
