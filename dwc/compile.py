@@ -45,13 +45,13 @@ def popcount_compressor(graph: Graph, target: str | None = None) -> int:
     """The popcounts' first-level counter for the fabric the circuit is built for: ``target``'s (an
     FPGA name or family), else the family the run was trained for (``dwc train --target``), else a
     LUT6 fabric's 6:3 (see :data:`dwc.rtl.popcount.COMPRESSORS` for what was measured)."""
-    from .config import NATIVE_LUT_INPUTS
     from .rtl.popcount import COMPRESSOR, compressor_for
-    family = next((t.split("-")[0] for t in (target, graph.meta.get("target")) if t and t != "none"), None)
-    if target and target != "none" and family not in NATIVE_LUT_INPUTS:
+    from .targets import NATIVE_LUT_INPUTS, family_of
+    if target and target != "none" and family_of(target) is None:
         raise UserError(f"--target {target!r}: choose an FPGA family ({', '.join(NATIVE_LUT_INPUTS)}) or a device "
                         f"of one (e.g. ecp5-25k)")
-    return compressor_for(NATIVE_LUT_INPUTS[family]) if family in NATIVE_LUT_INPUTS else COMPRESSOR
+    family = family_of(target) or family_of(graph.meta.get("target"))
+    return compressor_for(NATIVE_LUT_INPUTS[family]) if family else COMPRESSOR
 
 
 # Constant multipliers in the Verilog, and what synthesis made of them here (yosys + nextpnr, ECP5, 2 CPU
@@ -258,17 +258,15 @@ def import_model(model: Path, out: Path, env: str | None = None, obs_width: int 
     return report
 
 
-# --pipeline auto places and routes, so it needs a device: a family stands for its smallest one here
-SMALLEST_DEVICE = {"ecp5": "ecp5-25k", "ice40": "ice40-up5k"}
-
-
 def placed_target(target: str | None, run: Path) -> str | None:
     """The device --pipeline auto measures on: ``target`` (a device, or a family's smallest device),
     else the smallest device of the family the run was trained for."""
     from .rundir import load_config
-    if target is None:
-        return SMALLEST_DEVICE.get(load_config(run).target)
-    return SMALLEST_DEVICE.get(target, target)
+    from .targets import FAMILIES, smallest_device
+    if target is None:  # --pipeline auto places and routes, so it needs a device: a family's smallest
+        family = FAMILIES.get(load_config(run).target)
+        return family.devices[0] if family and family.placed else None
+    return smallest_device(target)
 
 
 def _lowering_lines(hdl: dict) -> list[str]:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .targets import NATIVE_LUT_INPUTS, family_of
 
 
 @dataclass
@@ -182,8 +183,6 @@ OPTIONS = {
     **{k: "ppo" for k in ("rollout_steps",)},
     **{k: "distill" for k in ("teacher", "teacher_steps", "dagger_steps", "updates_per_step", "distill_lr")},
 }
-# LUT inputs of each FPGA family's logic cell
-NATIVE_LUT_INPUTS = {"ecp5": 4, "ice40": 4, "xc7": 6}
 # The clock every hardware command requests unless told (compile --pipeline auto, build, synth, demo,
 # sweeps): one default, so that their timing verdicts and chosen pipelines agree. The pipelined cores
 # reach about 200 MHz on ECP5, so 100 MHz leaves margin there; iCE40 often needs less (--freq).
@@ -244,8 +243,8 @@ def config_from_options(options: dict, where: str = "option", teacher_env: str |
             raise UserError(f"{where} {name}: expected {type(default).__name__}, got {value!r}")
         setattr(section, name, value)
     if cfg.target:  # the target's native LUT: one IR LUT is one LUT of the fabric
-        family = cfg.target.split("-")[0]
-        if family not in NATIVE_LUT_INPUTS:
+        family = family_of(cfg.target)
+        if family is None:
             raise UserError(f"--target {cfg.target!r}: choose from {', '.join(NATIVE_LUT_INPUTS)}")
         cfg.target, native = family, NATIVE_LUT_INPUTS[family]
         if options.get("lut_inputs", native) != native and cfg.actor.policy == "dwc":

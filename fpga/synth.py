@@ -31,6 +31,7 @@ from pathlib import Path
 from dwc.config import DEFAULT_FREQ_MHZ
 from dwc.fpga.tools import ROUTE_BUDGET_S, find_tool, router_text, run_tool
 from dwc.rundir import replaces_outputs, write_json
+from dwc.targets import FAMILIES
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,9 @@ TARGETS = {
     "ice40-hx8k": Target("ice40", "synth_ice40", ("--hx8k", "--package", "ct256"), 7680, 7680, "iCE40HX8K"),
     "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
 }
-# A family as a target: its devices smallest first, synthesised for the first the core fits (synth_smallest).
-# No ecp5-12k: nextpnr's --12k places on the whole 25k die (24,288 cells), so it could not tell a fit apart.
-FAMILY_DEVICES = {"ecp5": ("ecp5-25k", "ecp5-45k", "ecp5-85k"), "ice40": ("ice40-up5k", "ice40-hx8k")}
+# A family as a target: its devices smallest first (dwc.targets), synthesised for the first the core fits
+# (synth_smallest); a family whose only device bears its name (xc7) is that device.
+FAMILY_DEVICES = {name: f.devices for name, f in FAMILIES.items() if name not in TARGETS}
 
 
 def target_names() -> list[str]:

@@ -147,3 +147,17 @@ def test_a_mistyped_option_is_named_with_the_closest_one(capsys):
     assert err == "dwc train: error: unknown option --widht (did you mean --width?) (dwc train --help lists the options)"
     assert main(["synth", "b", "--tagret=ecp5"]) == 2
     assert "--tagret (did you mean --target?)" in capsys.readouterr().err
+
+
+def test_one_table_of_fpga_families():
+    """dwc.targets names each family's LUT size and devices; fpga/synth.py's TARGETS says how to build
+    each device: the two agree, device by device."""
+    from dwc.fpga.synth import FAMILY_DEVICES, TARGETS, target_names
+    from dwc.targets import FAMILIES, family_of, smallest_device
+    assert {d for f in FAMILIES.values() for d in f.devices} == set(TARGETS)
+    for name, fam in FAMILIES.items():
+        for d in fam.devices:
+            assert TARGETS[d].family == name and family_of(d) == name
+            assert bool(TARGETS[d].nextpnr) == fam.placed
+        assert smallest_device(name) == fam.devices[0]
+    assert set(target_names()) == set(TARGETS) | set(FAMILY_DEVICES) and family_of("ecp5-99k") is None

@@ -1,0 +1,36 @@
+"""The FPGA families dwc builds for, in one table: each family's logic-cell LUT size (what ``dwc train
+--target`` trains, and the popcount's first counter) and its devices, smallest first (what a family
+``--target`` places on: the smallest the core fits). How each device is synthesised, placed and routed
+is fpga/synth.py's ``TARGETS``, keyed by these device names; a test checks the two agree."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Family:
+    lut_inputs: int  # inputs of the fabric's logic-cell LUT
+    devices: tuple[str, ...]  # smallest first
+    placed: bool = True  # an open place-and-route flow exists (Fmax, --pipeline auto, bitstreams)
+
+
+FAMILIES = {
+    # no ecp5-12k: nextpnr's --12k places on the whole 25k die (24,288 cells), so it could not tell a fit apart
+    "ecp5": Family(4, ("ecp5-25k", "ecp5-45k", "ecp5-85k")),
+    "ice40": Family(4, ("ice40-up5k", "ice40-hx8k")),
+    "xc7": Family(6, ("xc7",), placed=False),  # synthesis and a capacity estimate only
+}
+NATIVE_LUT_INPUTS = {name: f.lut_inputs for name, f in FAMILIES.items()}
+
+
+def family_of(target: str | None) -> str | None:
+    """The family a device or family name belongs to ("ecp5-25k" -> "ecp5"); None for none or an unknown name."""
+    if not target or target == "none":
+        return None
+    family = target.split("-")[0]
+    return family if family in FAMILIES and (target == family or target in FAMILIES[family].devices) else None
+
+
+def smallest_device(target: str) -> str:
+    """A family's smallest device; a device (or any other name) itself."""
+    return FAMILIES[target].devices[0] if target in FAMILIES else target
