@@ -127,7 +127,7 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
     p.add_argument("--threads", type=int, help="torch CPU threads (default 1: fastest on 2 cores)")
     p.add_argument("--checkpoint-every", type=int, help="env steps between checkpoints (default 10000)")
     if episodes:  # --episodes, as in dwc eval, verify, hil and build; --eval-episodes is its older name
-        p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=int, help=EPISODES_HELP)
+        p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=_count, help=EPISODES_HELP)
     m = p.add_argument_group("DWC model (defaults: the published 2 x 1024 LUT6, B = 63)")
     m.add_argument("--layers", type=int, help="LUT layers (default 2)")
     m.add_argument("--width", type=int, help="LUTs per layer; the last is rounded down to a multiple of "
@@ -208,7 +208,7 @@ def _add_eval(sub):
                               "  dwc eval policies/hopper-v5-dwc --frozen --out /tmp/hopper-eval.json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, help="run directory written by dwc train")
-    p.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
+    p.add_argument("--episodes", type=_count, default=10, help="number of episodes (default 10)")
     p.add_argument("--seed", type=int, help="first episode seed (default: the run's seed + 10000)")
     p.add_argument("--device", default="cpu", help="auto | cpu | cuda (default cpu)")
     p.add_argument("--frozen", action="store_true",
@@ -389,6 +389,17 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
 
 
+def _count(text: str) -> int:
+    """A count of at least one (episodes, ...), checked when the command line is read."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return n
+
+
 def _pipeline(text: str) -> int | str:
     if text in ("max", "auto"):
         return text
@@ -547,7 +558,7 @@ def _add_build(sub):
     _add_input_register(p)
     p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
                    help=f"clock requested from nextpnr in MHz (default {DEFAULT_FREQ_MHZ:g})")
-    p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=int,
+    p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=_count,
                    help="evaluation episodes: the trained run's own at the end of training (as dwc train; default "
                         "10) and the summary's float, frozen and RTL returns (default 3, as the RTL episodes are "
                         "slow)")
@@ -559,8 +570,6 @@ def _add_build(sub):
 def cmd_build(args) -> int:
     from .build import build
     episodes = 3 if args.eval_episodes is None else args.eval_episodes
-    if episodes < 1:
-        raise UserError(f"--episodes must be >= 1, got {episodes}")
     train_cfg = None
     if args.from_run is not None and (_is_float_mlp(args.from_run) or args.from_run.suffix == ".onnx"):
         what = "an ONNX model" if args.from_run.suffix == ".onnx" else "a float MLP"  # no circuit in it: distil one
@@ -669,7 +678,7 @@ def _add_verify(sub):
                        epilog=VERIFY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build", type=Path, help="build directory written by dwc compile")
     p.add_argument("--env", help="Gymnasium env id (default: the env the policy was trained on)")
-    p.add_argument("--episodes", type=int, default=3, help="closed-loop episodes (default 3)")
+    p.add_argument("--episodes", type=_count, default=3, help="closed-loop episodes (default 3)")
     p.add_argument("--seed", type=int, help="seed of the first episode and of the random vectors (default: the "
                                             "evaluation seeds of dwc eval, the training seed + 10000)")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps (default: the env's limit)")
@@ -838,7 +847,7 @@ def _add_hil(sub):
                                       "socket://HOST:PORT (ser2net, dwc board-sim) or rfc2217://HOST:PORT")
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200, as the board tops)")
     p.add_argument("--env", help="Gymnasium env id (default: the policy's)")
-    p.add_argument("--episodes", type=int, default=1, help="closed-loop episodes over the link (default 1)")
+    p.add_argument("--episodes", type=_count, default=1, help="closed-loop episodes over the link (default 1)")
     p.add_argument("--seed", type=int, help="seed of the first episode (default: the evaluation seeds of dwc eval, "
                                             "the training seed + 10000)")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps")
@@ -855,8 +864,8 @@ def cmd_hil(args) -> int:
     from .hil import hil, hil_text
     from .compiled import load_build
     load_build(args.build)
-    if args.episodes < 1 or args.baud < 1200:
-        raise UserError("--episodes must be >= 1 and --baud >= 1200")
+    if args.baud < 1200:
+        raise UserError(f"--baud must be >= 1200, got {args.baud}")
     if args.timeout <= 0 or args.reconnect < 0:
         raise UserError("--timeout must be > 0 and --reconnect >= 0 seconds")
     log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 # the installed package's layout (pyproject.toml): rtl/, sim/, fpga/ ship as dwc.rtl, dwc.sim, dwc.fpga
 PACKAGES = {"dwc": ROOT / "dwc", "dwc.rtl": ROOT / "rtl", "dwc.sim": ROOT / "sim", "dwc.fpga": ROOT / "fpga"}
@@ -138,6 +140,22 @@ def test_episodes_has_one_name():
         flags = {f for a in parser._actions for f in a.option_strings}
         if any("episodes" in f for f in flags):
             assert "--episodes" in flags, name
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_a_count_below_one_is_refused_as_the_command_line_is_read(value, capsys):
+    """Every --episodes: one line naming the option, before any work (a build would train first)."""
+    from dwc.cli import main
+    named = [n for n, p in _subparsers().items() if any("--episodes" in a.option_strings for a in p._actions)]
+    assert {"train", "eval", "build", "verify", "hil"} <= set(named)
+    for name in named:
+        try:
+            code = main([name, "--episodes", value])
+        except SystemExit as e:  # argparse's own exit, as on the command line
+            code = e.code
+        assert code == 2, name
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "--episodes" in err and "expected a whole number >= 1" in err, (name, err)
 
 
 def test_a_mistyped_option_is_named_with_the_closest_one(capsys):
