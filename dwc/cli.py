@@ -271,8 +271,8 @@ def cmd_eval(args) -> int:
     from .rundir import hold_lock, write_json
     out = args.out or (None if is_exported(args.run) else args.run / "eval.json")
     # The run's own eval.json belongs to its training, which writes it at the end: not while it trains.
-    lock = hold_lock(args.run, "dwc eval", f"Its eval.json is written when the training ends; to evaluate "
-                     f"the latest checkpoint now, pass --out FILE") if args.out is None and out is not None else None
+    lock = hold_lock(args.run, "dwc eval", "Its eval.json is written when the training ends; to evaluate "
+                     "the latest checkpoint now, pass --out FILE") if args.out is None and out is not None else None
     result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed,
                           progress=not args.no_progress, frozen=args.frozen, write=False)
     if out is not None:
@@ -635,6 +635,8 @@ def cmd_demo(args) -> int:
     policy = POLICIES_DIR / args.policy
     if not (policy / "config.json").exists():
         raise UserError(f"--policy {args.policy}: not in {POLICIES_DIR} (dwc policies lists them)")
+    if policy.is_relative_to(Path.cwd()):  # said as the user would type it (from a checkout: policies/...)
+        policy = policy.relative_to(Path.cwd())
     s = build(args.out, None, policy, None, args.target, "max", 3, DEFAULT_FREQ_MHZ, progress=not args.no_progress,
               log=_log_for(args))
     return _print_build_summary(s, args)
