@@ -184,7 +184,9 @@ def text(rep: dict) -> str:
     a = rep["aggregate"]
     if a.get("tasks"):
         ci = a["ci"] or {}
-        lines += ["", f"Over {len(a['tasks'])} tasks x {a['seeds_per_task']} seeds, IQM of scores normalised by "
+        k = a["seeds_per_task"]  # the same count from every task (rliable's bootstrap needs it): the first k paired
+        lines += ["", f"Over {len(a['tasks'])} tasks x the first {k} paired seed{'s' * (k != 1)} of each, IQM of scores "
+                  f"normalised by "
                   f"{a['normalised_by']}: dwc {a['iqm']['dwc']:.3f}{fmt_ci(*ci.get('dwc', (None, None)))}, "
                   f"SB3 {a['iqm']['sb3']:.3f}{fmt_ci(*ci.get('sb3', (None, None)))}; dwc / SB3 "
                   f"{a['ratio']:.2f}{fmt_ci(*(a['ratio_ci'] or (None, None)))}" + (f" ({a['note']})" if a["note"] else "")]
