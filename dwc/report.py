@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import published, stats
-from .catalog import circuit_size
+from .catalog import circuit_size, deployed_return
 from .errors import UserError
 from .rundir import CONFIG, LEGS, METRICS, checkpoint_info, episode_returns, last_logged_step, write_json, write_text
 
@@ -70,9 +70,8 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
         if p.exists():
             cfg = _run_config(sweep_dir / rec["dir"])
             r = json.loads(p.read_text())
-            deployed = r["frozen_return"] if r.get("frozen_return") is not None else r.get("float_return")
             results.append(dict(r, dir=str(sweep_dir / rec["dir"]), precision=cfg.get("precision"),
-                                options=_options(cfg), deployed_return=deployed))
+                                options=_options(cfg), deployed_return=deployed_return(r)))
     # a distilled run's cost counts its teacher's (both trained on this kind of worker)
     seconds = {r["id"]: r.get("seconds") for r in results}
     for r in results:
@@ -369,7 +368,8 @@ def pair_runs(runs: list[dict], baseline: list[dict], key: str) -> tuple[dict, d
         b = base.get(r["seed"])
         if b is None:
             reason = "no baseline run of this seed"
-        elif r["train_steps"] != b["train_steps"] and (not r.get("teacher") or r["teacher"] != b.get("id")):  # a student pairs with its teacher
+        elif r["train_steps"] != b["train_steps"] and not (r.get("teacher") and r["teacher"] == b.get("id")):
+            # other budgets pair only as a student with its own teacher
             reason = f"{r['train_steps']} steps, the baseline {b['train_steps']}"
         else:
             mine[r["seed"]], theirs[r["seed"]] = r[key], b[key]

@@ -396,14 +396,14 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
             f"({'from ' + str(pins) if given is not None else 'bonded pins chosen by dwc' if bonded else 'its own choice'}"
             f"; seed {seed}, {freq_mhz:g} MHz).\n"
             f"Feed back with: dwc synth BUILD --target {target} --pins {cfile.name}")))
+        met = bool(fmax) and min(fmax) >= freq_mhz
         report.update({
             "fmax_mhz": round(min(fmax), 2) if fmax else None,
-            "timing_met": bool(fmax) and min(fmax) >= freq_mhz,
+            "timing_met": met,
             "actions_per_s": round(min(fmax) * 1e6 / report["initiation_interval"]) if fmax else None,
             "action_latency_ns": round(ports["latency_cycles"] * 1e3 / min(fmax), 2) if fmax else None,
             # at the requested clock only where the design reaches it (else it does not run there)
-            "action_latency_ns_at_requested": (round(ports["latency_cycles"] * 1e3 / freq_mhz, 2)
-                                               if fmax and min(fmax) >= freq_mhz else None),
+            "action_latency_ns_at_requested": round(ports["latency_cycles"] * 1e3 / freq_mhz, 2) if met else None,
             "cells": cells, "utilisation": round(lim, 4), "utilisation_of": lim_kind,
             "fit": {"predicted": need, "predicted_core_alone": core_need, "placed": used},
             "shell": shell, "placed": used, "constraints": str(cfile), "pins": placed,

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from dwc.cli import main
+from helpers import differences
 
 
 def recipe(out):
@@ -22,18 +23,6 @@ def recipe(out):
 
 def load(path):
     return torch.load(path, weights_only=False)
-
-
-def same(a, b) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
-    if hasattr(a, "shape"):  # numpy
-        return (a == b).all()
-    return a == b
 
 
 def test_the_recipe_trains_its_teacher_then_distils_and_resumes_exactly(tmp_path):
@@ -64,7 +53,7 @@ def test_the_recipe_trains_its_teacher_then_distils_and_resumes_exactly(tmp_path
         a, b = load(whole / f), load(stopped / f)
         for k in ("actor", "data_obs", "data_act", "step"):
             if k in a:
-                assert same(a[k], b[k]), (f, k)
+                assert differences(a[k], b[k]) == [], (f, k)
     assert json.loads((stopped / "eval.json").read_text())["returns"] == ev["returns"]
 
 
