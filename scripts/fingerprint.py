@@ -78,7 +78,7 @@ def fingerprint(work: Path, only: set[str] | None) -> dict:
     prints: dict[str, str] = {}
     for folder in sorted((ROOT / "policies").iterdir()):
         cfg = folder / "config.json"
-        if not cfg.is_file() or json.loads(cfg.read_text()).get("policy") == "mlp":
+        if not cfg.is_file() or json.loads(cfg.read_text())["actor"]["policy"] == "mlp":
             continue
         for k in PIPELINES:
             name = f"verilog/{folder.name}/pipeline-{k}"
