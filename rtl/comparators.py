@@ -29,7 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from dwc.ir.graph import Graph
 
-from .cells import check_cells
+from dwc.rtl.cells import check_cells
 
 COMPARATORS = ("shared", "full")  # lowerings; the first is the default
 DIGIT = 4  # bits per shared digit compare: a 4-input function, one LUT4 (measured best of 2..6 bits, and of mixes)

@@ -30,12 +30,12 @@ from amaranth.lib.wiring import In, Out
 
 from dwc.ir.graph import Graph
 
-from .action_table import ActionTable
-from .cells import CELLS_VERILOG, check_cells
-from .comparators import COMPARATORS, ComparatorBank, check_comparators, obs_layout
-from .linear import TABLE_BITS, LinearStage, extend, linear_input_shapes, lowering_report, signed_width
-from .lut_layer import LUTLayer
-from .popcount import COMPRESSOR, COMPRESSORS, Popcount, count_width, tree_depth
+from dwc.rtl.action_table import ActionTable
+from dwc.rtl.cells import CELLS_VERILOG, check_cells
+from dwc.rtl.comparators import COMPARATORS, ComparatorBank, check_comparators, obs_layout
+from dwc.rtl.linear import TABLE_BITS, LinearStage, extend, linear_input_shapes, lowering_report, signed_width
+from dwc.rtl.lut_layer import LUTLayer
+from dwc.rtl.popcount import COMPRESSOR, COMPRESSORS, Popcount, count_width, tree_depth
 
 
 def to_verilog(core: "wiring.Component", name: str = "dwc_core") -> str:
@@ -290,8 +290,8 @@ def core_from_ports(graph: Graph, ports: dict, pipeline: int | None = None) -> D
     """The core (leaf-cell Verilog form) a build's port description ``ports`` (its ``dwc_core.json``)
     was made as, for the designs that embed it (board tops, the serial link); ``pipeline`` overrides
     the build's. Builds from before a choice existed get what was built then."""
-    from .comparators import built_comparators
-    from .popcount import built_compressor
+    from dwc.rtl.comparators import built_comparators
+    from dwc.rtl.popcount import built_compressor
     return DWCCore(graph, ports["pipeline"] if pipeline is None else pipeline, cells="verilog",
                    compressor=built_compressor(ports), comparators=built_comparators(ports),
                    input_register=ports.get("input_register", True))

@@ -9,8 +9,8 @@ from amaranth.lib.wiring import In, Out
 
 from dwc.ir.graph import Graph, Linear
 
-from .cells import check_cells
-from .popcount import count_width
+from dwc.rtl.cells import check_cells
+from dwc.rtl.popcount import count_width
 
 
 def signed_width(lo: int, hi: int) -> int:

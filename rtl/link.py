@@ -18,8 +18,8 @@ from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .core import port_bits
-from .uart import UARTRx, UARTTx
+from dwc.rtl.core import port_bits
+from dwc.rtl.uart import UARTRx, UARTTx
 
 OBS_START, ACT_START = 0xA5, 0x5A
 
@@ -128,5 +128,5 @@ def link_verilog(graph, ports: dict, divisor: int) -> str:
     """The board top's logic (core + UART link, ports ``clk rst rx tx``) as Verilog module ``dwc_link``,
     with the same leaf cells as ``dwc_core.v`` (the core rebuilt as its port description ``ports``
     says): what ``dwc hil --sim`` runs in Verilator."""
-    from .core import core_from_ports, to_verilog
+    from dwc.rtl.core import core_from_ports, to_verilog
     return to_verilog(PolicyLink(core_from_ports(graph, ports), divisor), name="dwc_link")

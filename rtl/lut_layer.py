@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from dwc.ir.graph import LUT
 
-from .cells import check_cells
+from dwc.rtl.cells import check_cells
 
 
 class LUTLayer(wiring.Component):

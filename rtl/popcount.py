@@ -6,7 +6,7 @@ from amaranth.hdl import Instance
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .cells import check_cells
+from dwc.rtl.cells import check_cells
 
 
 COMPRESSOR = 6  # inputs per first-level counter on LUT6 fabrics: one 6-input LUT per output bit

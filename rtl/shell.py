@@ -13,7 +13,7 @@ from amaranth.hdl import Instance
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .core import data_ports, port_bits
+from dwc.rtl.core import data_ports, port_bits
 
 
 class SerialShell(wiring.Component):

@@ -14,7 +14,7 @@ steps shown apart (steps A+B), and is compared with its teacher when the teacher
 Printed: one row per config with the median frozen return, LUTs (and on ECP5 LUT4 sites: LUT4s plus
 the two per carry cell), Fmax, latency; for LUT4 rows, the comparison with a LUT6 circuit chosen by
 REFERENCE_RULE (same task, training budget and precision, paired by seed): the ratio of frozen-return
-IQMs with a 95% paired-bootstrap CI, P(LUT4 > LUT6) with its CI (dwc.stats; no CI below 5 paired
+IQMs with a 95% paired-bootstrap CI, P(LUT4 > LUT6) with its CI (dwc.flows.stats; no CI below 5 paired
 seeds), the LUT and LUT4-site ratios; and whether it is on the Pareto frontier of (return up, LUTs
 down) among runs of its budget; the issue's target (ECP5: >= 0.95x the LUT6 return with <= 1/3 of its
 LUTs at >= 150 MHz) is checked on every LUT4 row (on the IQM ratio). JSON and PNG next to the sweep.
@@ -72,9 +72,9 @@ def config_name(lut_inputs: int, width: int, max_comparators: int, layers: int =
 def reference_point(run: Path, out: Path, args) -> dict:
     """A run trained outside the sweep (e.g. a long training, or a shipped policy) through dwc build
     (compile, Verilator closed loop, synthesis for --target), named by its circuit and its folder."""
-    from dwc.build import build
-    from dwc.rl.distill import teacher_summary
-    from dwc.rundir import load_config
+    from dwc.flows.build import build
+    from dwc.train.distill import teacher_summary
+    from dwc.core.rundir import load_config
     cfg = load_config(run)
     a = cfg.actor
     # a sweep's run folder (.../CONFIG/seedN/run) is named by its config; the build folder by its path
@@ -126,7 +126,7 @@ def merge_seeds(rows: list[dict]) -> list[dict]:
 def points(sweep_dir: Path) -> list[dict]:
     """One point per (task, config) that has synthesised runs: medians over its seeds, and its runs'
     seed, budget, precision and frozen return for the paired comparisons."""
-    from dwc.report import aggregate, load_runs
+    from dwc.flows.report import aggregate, load_runs
     state, results = load_runs(sweep_dir)
     med = lambda q: None if q is None else q["median"]
     runs = lambda r: [{k: x.get(k) for k in ("seed", "train_steps", "precision", "frozen_return")}
@@ -146,10 +146,10 @@ def _runs(row: dict) -> list[dict]:
 
 def compare(rows: list[dict]) -> None:
     """Each LUT4 row against the LUT6 row REFERENCE_RULE picks: the paired comparison of frozen
-    returns (dwc.stats.compare_paired), ratios of LUTs and LUT4 sites, and the issue's target (on
+    returns (dwc.flows.stats.compare_paired), ratios of LUTs and LUT4 sites, and the issue's target (on
     the IQM ratio); ``reference_note`` where no LUT6 row pairs. Pareto flags."""
-    from dwc.report import pair_runs
-    from dwc.stats import compare_paired
+    from dwc.flows.report import pair_runs
+    from dwc.flows.stats import compare_paired
     for r in rows:
         if r["arity"] != 4:
             continue
@@ -189,7 +189,7 @@ def compare(rows: list[dict]) -> None:
 
 
 def table(rows: list[dict]) -> str:
-    from dwc.stats import fmt
+    from dwc.flows.stats import fmt
     num = lambda v, f="{:.0f}": "-" if v is None else f.format(v)
     steps = lambda r: f"{r['train_steps']}" + (f"+{r['distill_steps']}" if r.get("distill_steps") else "")
     vs = lambda r, key: fmt(r, key, "{:.2f}") if "vs" in r else "-"  # with its CI, or "(n = k, no CI)"
@@ -219,7 +219,7 @@ def plot(rows: list[dict], path: Path, target: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from dwc.stats import quartiles
+    from dwc.flows.stats import quartiles
     panels = list(dict.fromkeys((r["task"], r["train_steps"]) for r in rows))  # one training budget a panel
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), dpi=110, squeeze=False)
     fmax = [r["fmax_mhz"] or 0 for r in rows]
@@ -277,8 +277,8 @@ def main() -> int:
     ap.add_argument("--address", help="a running Ray cluster (default: a local engine)")
     args = ap.parse_args()
 
-    from dwc.errors import UserError
-    from dwc.sweep import sweep
+    from dwc.core.errors import UserError
+    from dwc.flows.sweep import sweep
     args.out.mkdir(parents=True, exist_ok=True)
     spec = args.out / "codesign.yaml"
     spec.write_text(spec_text(args))

@@ -45,10 +45,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
-    from dwc.compile import emit_verilog
+    from dwc.flows.compile import emit_verilog
     from dwc.ir import Graph
-    from dwc.ir.freeze import untrained_graph
-    from dwc.verify import verify
+    from dwc.frontends.freeze import untrained_graph
+    from dwc.sim.verify import verify
 
     build = args.build or Path(tempfile.mkdtemp(prefix="dwc-bench-hdl-"))
     if args.build:

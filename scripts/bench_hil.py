@@ -21,9 +21,9 @@ from pathlib import Path
 
 
 def build_link(build: Path, graph, ports: dict, ports_only: bool, work: Path):
-    """The Verilator build of the link top: ``dwc hil --sim``'s own (:func:`dwc.hil.link_bench`), or
+    """The Verilator build of the link top: ``dwc hil --sim``'s own (:func:`dwc.sim.hil.host.link_bench`), or
     the earlier one, every signal public and the C++ unoptimised."""
-    from dwc.hil import SIM_DIVISOR, link_bench
+    from dwc.sim.hil.host import SIM_DIVISOR, link_bench
     from dwc.rtl.link import link_verilog
     from dwc.sim.runner import Bench
     if ports_only:
@@ -35,8 +35,8 @@ def build_link(build: Path, graph, ports: dict, ports_only: bool, work: Path):
 
 def run(build: Path, graph, ports: dict, env_id: str, seeds: list, steps: int, ref: list, ports_only: bool,
         work: Path) -> dict:
-    from dwc.hil import SIM_DIVISOR
-    from dwc.sim.closed_loop import action_mismatches
+    from dwc.sim.hil.host import SIM_DIVISOR
+    from dwc.ir.closed_loop import action_mismatches
 
     shutil.rmtree(work, ignore_errors=True)  # a fresh build each time: its cost is measured
     work.mkdir(parents=True)
@@ -59,10 +59,10 @@ def main() -> None:
         ap.error(f"--build {args.build}: not a dwc compile output folder (no graph.json); make one with "
                  "dwc compile POLICY --out FOLDER")
 
-    from dwc.compiled import load_build
+    from dwc.ir.compiled import load_build
     from dwc.rtl.link import frame_lengths
-    from dwc.sim.closed_loop import reference_episodes
-    from dwc.verify import evaluation_seed
+    from dwc.ir.closed_loop import reference_episodes
+    from dwc.sim.verify import evaluation_seed
     graph, ports, _ = load_build(args.build)
     env_id = graph.meta["env"]
     seeds = [evaluation_seed(graph)]

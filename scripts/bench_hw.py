@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def make_design(name: str, out: Path, pipeline: str, scope: str = "policy") -> Path:
     """Compile one design into ``out``; ``pipeline``: a number of register stages or "max";
     ``scope="network"``: LUT layers + popcounts only (the published cores' scope)."""
-    from dwc.compile import emit_verilog, freeze_run
-    from dwc.ir.freeze import untrained_graph
+    from dwc.flows.compile import emit_verilog, freeze_run
+    from dwc.frontends.freeze import untrained_graph
     from dwc.ir.passes import optimize
     from dwc.models import ActorConfig
     if name == "small":

@@ -31,8 +31,8 @@ import numpy as np
 import torch
 
 from dwc.ir import reference
-from dwc.ir.fast import FastExecutor
-from dwc.ir.freeze import untrained_graph
+from dwc.backends.fast import FastExecutor
+from dwc.frontends.freeze import untrained_graph
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
 
@@ -89,7 +89,7 @@ def main() -> None:
     if args.policy:  # any policy with a circuit (DWC, gate network, quantised MLP), frozen as dwc compile does
         from pathlib import Path
 
-        from dwc.compile import freeze_run
+        from dwc.flows.compile import freeze_run
         graph, _ = optimize(freeze_run(Path(args.policy)))
         obs_dim, act_dim = graph.obs_dim, graph.action_dim
     else:
@@ -183,7 +183,7 @@ def batch_one(graph, fast, mlp, sess, rounds: int, seconds: float = 0.3) -> dict
 def context() -> dict:
     import os
     import platform
-    from dwc.ir.fast import cpu_model
+    from dwc.core.cbuild import cpu_model
     ctx = {"cpu": cpu_model(), "machine": platform.machine(), "cores": os.cpu_count(), "threads": 1,
            "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "load_average": os.getloadavg()}

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def evaluate(policy: Path, episodes: int) -> dict:
-    from dwc.errors import UserError
-    from dwc.evaluation import evaluate_run
+    from dwc.core.errors import UserError
+    from dwc.flows.evaluate import evaluate_run
     try:
         r = evaluate_run(policy, episodes, progress=False, frozen=True, write=False)
         return {"float": r["mean_return"], "float_std": r["std_return"], "frozen": r["frozen"]["mean_return"],
@@ -33,7 +33,7 @@ def evaluate(policy: Path, episodes: int) -> dict:
 
 
 def hardware(policy: Path, work: Path, target: str, pipeline: str, freq: float) -> dict:
-    from dwc.compile import compile_run
+    from dwc.flows.compile import compile_run
     from dwc.fpga.synth import DoesNotFit, synth
     build = work / policy.name
     # the target also picks the popcount counters (full adders on LUT4 fabrics), as dwc build does

@@ -117,7 +117,8 @@ def aggregate(found: dict) -> dict:
     import numpy as np
     from rliable import library as rly
 
-    from dwc import published, stats
+    from dwc.core import published
+    from dwc.flows import stats
     tasks = [t for t in sorted(found) if published.published(t, "mlp") and len(paired_seeds(found[t])) > 0]
     if not tasks:
         return {"tasks": [], "note": "no task with paired runs"}
@@ -146,7 +147,8 @@ def paired_seeds(by_side: dict) -> list[int]:
 
 
 def task_rows(found: dict) -> list[dict]:
-    from dwc import published, stats
+    from dwc.core import published
+    from dwc.flows import stats
     rows = []
     for task in sorted(found):
         sides = found[task]
@@ -202,8 +204,8 @@ def plot(out: Path, found: dict) -> list[str]:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from dwc import stats
-    from dwc.report import curve
+    from dwc.flows import stats
+    from dwc.flows.report import curve
     paths = []
     for task, sides in sorted(found.items()):
         fig, ax = plt.subplots(figsize=(6, 3.6), dpi=110)
@@ -252,8 +254,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time, one core each (default 1)")
     ap.add_argument("--report-only", action="store_true", help="no training: tables and plots of the finished runs")
     args = ap.parse_args()
-    from dwc.errors import UserError
-    from dwc.seeds import parse_seeds
+    from dwc.core.errors import UserError
+    from dwc.core.seeds import parse_seeds
     try:
         seeds = parse_seeds(args.seeds)
     except UserError as e:

@@ -44,7 +44,7 @@ import threading
 import time
 from pathlib import Path
 
-from dwc.rundir import read_metrics  # no torch: this process only starts and times the training ones
+from dwc.core.rundir import read_metrics  # no torch: this process only starts and times the training ones
 
 WARMUP = 1000  # update-phase steps not timed (one SPS window)
 TARGETS = {4: 1.2}  # aggregate env-steps/s together / separate, at K = 4 on a CPU
@@ -202,7 +202,7 @@ def main() -> None:
         p.error("--learning-starts must be >= 0 and --measure-steps >= 1")
     import torch
 
-    from dwc.ir.fast import cpu_model
+    from dwc.core.cbuild import cpu_model
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         p.error(f"--device {args.device}: this torch build ({torch.__version__}) sees no CUDA GPU")
     modes = ["separate"] + [f"together-t{t}" for t in threads]

@@ -13,7 +13,7 @@ Our runs use --precision auto (float32) unless told; --precision bfloat16 measur
 
   sb3            stable_baselines3.SAC("MlpPolicy"), net_arch [256, 256] for actor and critics,
                  batch 256, train_freq=1, gradient_steps=1; timed with a callback.
-  mlp            our SAC (dwc.rl.train) with the float MLP actor; timed from metrics.jsonl
+  mlp            our SAC (dwc.train.trainer) with the float MLP actor; timed from metrics.jsonl
                  "charts/SPS" (one entry per 1000 steps).
   dwc-random     our SAC with the DWC actor, random wiring.
   dwc-learnable  our SAC with the DWC actor, learnable wiring (the published default), its scores
@@ -47,10 +47,10 @@ from pathlib import Path
 
 import torch
 
-from dwc.errors import UserError
-from dwc.ir.fast import cpu_model
-from dwc.rl.common import resolve_precision
-from dwc.rl.envs import check_env_id
+from dwc.core.errors import UserError
+from dwc.core.cbuild import cpu_model
+from dwc.train.common import resolve_precision
+from dwc.train.envs import check_env_id
 
 ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "dwc-sparse", "mlp-eager", "mlp-fp32", "dwc-adam", "dwc-refresh")
 DEFAULT = ALL[:5]
@@ -95,8 +95,8 @@ def bench_sb3(args) -> float:
 
 def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True, precision: str | None = None,
                wiring_optim: str = "dense", refresh: int = 0) -> float:
-    from dwc.config import TrainConfig
-    from dwc.rl.train import train
+    from dwc.core.config import TrainConfig
+    from dwc.train.trainer import train
 
     cfg = TrainConfig(env=args.env, algo="sac", steps=args.learning_starts + args.measure_steps,
                       seed=1, threads=args.threads, checkpoint_every=10**9, eval_episodes=1,
@@ -121,9 +121,9 @@ def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True
 def bench_adam(args) -> float:
     """Adam steps per second over the DWC actor's parameters, as `dwc train` runs them (fused,
     the SAC actor's settings, under flush_denormals, glibc keeping freed memory)."""
-    from dwc.config import TrainConfig
+    from dwc.core.config import TrainConfig
     from dwc.models import build_actor
-    from dwc.rl.common import flush_denormals, keep_freed_memory
+    from dwc.train.common import flush_denormals, keep_freed_memory
 
     keep_freed_memory()
     torch.set_num_threads(args.threads)

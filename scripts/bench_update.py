@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dwc.config import ActorConfig
-from dwc.errors import UserError
+from dwc.core.config import ActorConfig
+from dwc.core.errors import UserError
 from dwc.models import build_actor
-from dwc.rl.common import flush_denormals, keep_freed_memory
-from dwc.rl.run import load_checkpoint
-from dwc.rl.sac import SACLearner
-from dwc.rundir import CHECKPOINT, load_config
+from dwc.train.common import flush_denormals, keep_freed_memory
+from dwc.train.checkpoint import load_checkpoint
+from dwc.train.sac import SACLearner
+from dwc.core.rundir import CHECKPOINT, load_config
 
 
 class Bench:
@@ -83,8 +83,8 @@ PARTS = [("dwc.models.lut:_LutLookup", "forward", "LUT lookup forward"),
          ("dwc.models.lut:LUTLayer", "lookup_bits", "no-grad lookups (target actions)"),
          ("dwc.models.lut:LUTLayer", "_top", "wiring argmax (searched once per optimiser step)"),
          ("dwc.models.lut:LUTLayer", "_band", " band read or full search"),
-         ("dwc.rl.optim:WiringAdam", "step", "actor's Adam step"),
-         ("dwc.rl.optim:WiringAdam", "_lazy_step", " wiring scores' lazy Adam step"),
+         ("dwc.train.optim:WiringAdam", "step", "actor's Adam step"),
+         ("dwc.train.optim:WiringAdam", "_lazy_step", " wiring scores' lazy Adam step"),
          ("dwc.models.encoding:Thermometer", "forward_fm", "thermometer encoding"),
          ("dwc.models.encoding:Thermometer", "forward_fm_rows", "thermometer encoding (read bits only)")]
 

@@ -28,12 +28,12 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the windows to this file")
     args = ap.parse_args()
 
-    from dwc.config import TrainConfig
-    from dwc.errors import UserError
+    from dwc.core.config import TrainConfig
+    from dwc.core.errors import UserError
     from dwc.models import build_actor
-    from dwc.rl.replay import ReplayBuffer
-    from dwc.rl.run import load_checkpoint
-    from dwc.rl.sac import SACLearner
+    from dwc.train.replay import ReplayBuffer
+    from dwc.train.checkpoint import load_checkpoint
+    from dwc.train.sac import SACLearner
     torch.set_num_threads(1)
     try:
         ck = load_checkpoint(args.run / "checkpoint.pt")

@@ -9,7 +9,7 @@ import json, sys, time
 from pathlib import Path
 from dwc.fpga import fit
 from dwc.fpga.synth import TARGETS, default_options, _yosys
-from dwc.fpga.tools import run_tool
+from dwc.core.tools import run_tool
 from dwc.rtl.shell import shell_verilog
 build = Path(sys.argv[1]); target = sys.argv[2]; t = TARGETS[target]
 work = build / "synth" / target

@@ -30,12 +30,12 @@ def compare(run: Path, episodes: int) -> dict:
     import gymnasium as gym
     import torch
 
-    from dwc.compile import freeze_run
-    from dwc.config import EVAL_SEED_OFFSET
+    from dwc.flows.compile import freeze_run
+    from dwc.core.config import EVAL_SEED_OFFSET
     from dwc.ir import reference as ref
-    from dwc.ir.fast import FastExecutor
-    from dwc.policy import load_actor
-    from dwc.rl.common import evaluate
+    from dwc.backends.fast import FastExecutor
+    from dwc.train.checkpoint import load_actor
+    from dwc.train.common import evaluate
 
     actor, cfg, step = load_actor(run)
     graph = freeze_run(run, loaded=(actor, cfg, step))
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.episodes < 1:
         p.error(f"--episodes must be >= 1, got {args.episodes}")
-    from dwc.errors import UserError
+    from dwc.core.errors import UserError
     try:
         rows = [compare(r, args.episodes) for r in args.runs]
     except UserError as e:

@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from dwc.config import EVAL_SEED_OFFSET  # the same evaluation episodes as dwc eval
-from dwc.rundir import write_json
+from dwc.core.config import EVAL_SEED_OFFSET  # the same evaluation episodes as dwc eval
+from dwc.core.rundir import write_json
 
 def versions() -> dict:
     import gymnasium
@@ -139,7 +139,7 @@ def train(args, out: Path):
 
 
 def evaluate(model, args) -> dict:
-    from dwc.rl.common import evaluate as dwc_evaluate  # the same episodes and summary as dwc eval
+    from dwc.train.common import evaluate as dwc_evaluate  # the same episodes and summary as dwc eval
     return dwc_evaluate(lambda obs: model.predict(obs, deterministic=True)[0], args.env, args.eval_episodes,
                         args.seed + EVAL_SEED_OFFSET)
 

@@ -1,3 +1,3 @@
-"""cocotb benches and closed-loop co-simulation (importable as ``dwc.sim``).
-
-Reads the IR and generated HDL only; never imports training code."""
+"""Verification (importable as ``dwc.sim``): ``dwc verify``'s engine, cocotb benches on Verilator,
+closed-loop co-simulation against MuJoCo, gate-level netlist and bitstream checks, and formal
+equivalence proofs. Reads the IR, the generated HDL and synthesis outputs; never imports training code."""

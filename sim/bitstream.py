@@ -28,7 +28,7 @@ import shutil
 import time
 from pathlib import Path
 
-from dwc.fpga.tools import ToolMissing, find_tool, run_tool
+from dwc.core.tools import ToolMissing, find_tool, run_tool
 
 TOP = "dwc_bitstream"  # the module name the decoded / routed netlist gets
 CORE_PORTS = {"clk", "rst", "valid_in", "obs", "valid_out", "action"}

@@ -196,7 +196,7 @@ async def closed_loop(dut):
     if "closed_loop" not in j:
         return
     from dwc.ir import Graph
-    from dwc.sim.closed_loop import Episode, make_env
+    from dwc.ir.closed_loop import Episode, make_env
 
     cl, ports = j["closed_loop"], j["ports"]
     graph = Graph.load(cl["graph"])
@@ -285,8 +285,8 @@ async def hil(dut):
     from cocotb.triggers import First, Timer
 
     from dwc.ir import Graph
-    from dwc.sim.closed_loop import Episode, make_env
-    from dwc.sim.link_codec import ResponseParser, faulty, obs_frame, reply_for
+    from dwc.ir.closed_loop import Episode, make_env
+    from dwc.sim.hil.protocol import ResponseParser, faulty, obs_frame, reply_for
 
     h, ports = j["hil"], j["ports"]
     bit_ns = 10 * h["divisor"]
@@ -361,7 +361,7 @@ async def board(dut):
     from cocotb.triggers import Timer
 
     from dwc.rtl.link import ACT_START, OBS_START, frame_lengths
-    from dwc.sim.link_codec import REPLY_GARBAGE, FaultyStream
+    from dwc.sim.hil.protocol import REPLY_GARBAGE, FaultyStream
 
     b, ports, results = j["board"], j["ports"], j["results"]["board"]
     bit_ns, quiet_ns = 10 * b["divisor"], 10 * b["quiet_cycles"]

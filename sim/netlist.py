@@ -7,14 +7,14 @@ any Verilog simulator; the FPGA flows of ``dwc.fpga`` map the same design to eac
 The nets between the core's components (comparator bits, LUT layer outputs, the popcount trees'
 partial and final sums) are kept (yosys ``keep``): the netlist has them under the same names as
 ``dwc_core.v``, which lets ``dwc verify --formal`` prove the two equal net by net instead of as one
-monolithic function (:mod:`dwc.formal`). The function is the same either way.
+monolithic function (:mod:`dwc.sim.formal`). The function is the same either way.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from dwc.fpga.tools import run_tool
+from dwc.core.tools import run_tool
 
 
 # the component boundaries (names as in dwc_core.v); not the action tables' outputs, which synthesis

@@ -13,7 +13,7 @@ import torch
 
 from dwc.ir import LUT, Comparator, FixedFormat, Graph, Linear
 from dwc.ir import reference as ref
-from dwc.rundir import checkpoint_info
+from dwc.core.rundir import checkpoint_info
 
 # the command line
 

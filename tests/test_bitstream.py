@@ -99,7 +99,7 @@ def test_a_corrupted_ice40_bitstream_is_refused(small_build, tmp_path, capsys):
     """One truth-table bit of the LUT that feeds the action's serial output, flipped in the bitstream:
     the decoded netlist differs there, and verify names a mismatching observation and exits 1."""
     needs_icestorm()
-    from dwc.fpga.tools import run_tool
+    from dwc.core.tools import run_tool
     from dwc.sim.bitstream import prepare
     synthesised(small_build, "ice40-up5k")
     build = tmp_path / "b"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dwc.cli import main
-from dwc.sim.link_codec import FAULTS, FaultyStream, faulty
+from dwc.sim.hil.protocol import FAULTS, FaultyStream, faulty
 
 POLICY = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-gates"
 

@@ -45,7 +45,7 @@ def test_build_errors_are_one_line(tmp_path):
                                   "--out", str(tmp_path / "o")), "trained on InvertedPendulum-v5")
     assert not (tmp_path / "o").exists()  # a failed build leaves no empty folder behind
     import os
-    from dwc.rundir import hold_lock
+    from dwc.core.rundir import hold_lock
     held = hold_lock(tmp_path / "busy", "dwc build")  # as a build running there holds it
     assert_one_line_error(run_cli("build", "--from", str(POLICY), "--target", "none", "--out", str(tmp_path / "busy")),
                           f"busy is in use: dwc build by pid {os.getpid()}")
@@ -70,7 +70,7 @@ def test_build_trains_compiles_verifies_and_synthesises(tmp_path):
 
 
 def test_build_summary_shows_the_timing_verdict_and_the_placed_cells():
-    from dwc.build import summary_table
+    from dwc.flows.build import summary_table
     s = {"env": "InvertedPendulum-v5", "policy": "dwc", "run": "r", "float_return": 1000.0, "episodes": 2,
          "frozen_return": 1000.0, "rtl_return": 1000.0, "rtl_equals_frozen": True, "latency_cycles": 3, "ir_luts": 64,
          "stages_run": ["synth"], "stages_skipped": [],

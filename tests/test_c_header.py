@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dwc.compile import freeze_run
+from dwc.flows.compile import freeze_run
 from dwc.ir import FixedFormat, Graph
 from dwc.ir import reference as ref
-from dwc.ir.c_header import c_header
+from dwc.backends.c_header import c_header
 from dwc.ir.passes import optimize
 from helpers import random_graph, random_linear_graph
 
@@ -252,8 +252,8 @@ def test_cross_compiles(shipped, tmp_path, cc):
 def test_fast_executor_batch_one_path(shipped, tmp_path, monkeypatch):
     """dwc eval --frozen's path: one observation at a time through the header's scalar function
     (ctypes, preallocated buffers), the same actions as the reference; a NaN is refused by name."""
-    from dwc.errors import UserError
-    from dwc.ir.fast import FastExecutor
+    from dwc.core.errors import UserError
+    from dwc.backends.fast import FastExecutor
     monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
     for name, g in shipped.items():
         fast = FastExecutor(g)

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from dwc.cli import main
-from dwc.config import config_from_options
-from dwc.errors import UserError
+from dwc.core.config import config_from_options
+from dwc.core.errors import UserError
 from dwc.models.actors import ActorConfig, build_actor, spread_thresholds
 from dwc.models.lut import LUTLayer
 from helpers import assert_one_line_error, run_cli

@@ -102,7 +102,7 @@ def test_random_and_extreme_codes_of_16_bit_formats(lowering):
 @pytest.mark.parametrize("policy", ["hopper-v5-dwc", "inverted-pendulum-v5-dwc"])
 def test_shipped_policies_thresholds(policy):
     """The shipped DWCs' banks (326 and 119 comparators), shared lowering."""
-    from dwc.compile import freeze_run
+    from dwc.flows.compile import freeze_run
     from dwc.ir.passes import optimize
     g, _ = optimize(freeze_run(ROOT / "policies" / policy))
     q = edge_codes(g, 500, 2)
@@ -113,7 +113,7 @@ def test_shipped_policies_thresholds(policy):
 def test_emitted_verilog_in_verilator(tmp_path, lowering):
     """The emitted Verilog in Verilator, read through a probe graph's actions: every code of two 8-bit
     dimensions and of a 16-bit one, random + extreme codes of all; the bank is its own module."""
-    from dwc.compile import emit_verilog
+    from dwc.flows.compile import emit_verilog
     from dwc.sim.runner import simulate_vectors
     g = probe_graph([FixedFormat(8, 3), FixedFormat(8, 0), FixedFormat(16, 11)], 30, 8)
     q = np.concatenate([every_code(g), edge_codes(g, 2000, 3)])
@@ -153,9 +153,9 @@ def test_synth_reports_comparator_area_smaller_than_the_full_lowering(tmp_path):
     """ECP5 (xc7's yosys estimate alike): the report splits the area into the comparator bank and the
     rest; the shared bank takes fewer LUT4 sites than full-width compares (carry chains at the deepest
     pipeline, soft logic otherwise), and the rest is unchanged by the lowering."""
-    from dwc.compile import emit_verilog
+    from dwc.flows.compile import emit_verilog
     from dwc.fpga.synth import area_split, area_text
-    from dwc.ir.freeze import untrained_graph
+    from dwc.frontends.freeze import untrained_graph
     from dwc.models import ActorConfig
     from dwc.rtl.core import max_pipeline
     g = untrained_graph(4, 1, ActorConfig(width=32, lut_inputs=4, thermo_bits=15), env="InvertedPendulum-v5")

@@ -7,7 +7,7 @@ import pytest
 from amaranth import ClockDomain, Module
 from amaranth.sim import Simulator
 
-from dwc.errors import UserError
+from dwc.core.errors import UserError
 from dwc.ir import reference as ref
 from dwc.ir.graph import FixedFormat
 from dwc.rtl.core import DWCCore, max_pipeline
@@ -88,14 +88,14 @@ def test_closed_loop_refuses_a_nan_from_the_env():
     """The Verilator/HIL host loop (sim.closed_loop.Episode) stops with the step and seed, not a garbage code."""
     import gymnasium as gym
 
-    from dwc.sim.closed_loop import Episode
+    from dwc.ir.closed_loop import Episode
 
     class NaNAfter(gym.Wrapper):
         def step(self, action):
             obs, r, term, trunc, info = self.env.step(action)
             return np.full_like(obs, np.nan), r, term, trunc, info
 
-    from dwc.ir.freeze import untrained_graph
+    from dwc.frontends.freeze import untrained_graph
     from dwc.models import ActorConfig
     g = untrained_graph(4, 1, ActorConfig(width=32, lut_inputs=4, thermo_bits=7), env="InvertedPendulum-v5")
     ep = Episode(NaNAfter(gym.make("InvertedPendulum-v5")), g, seed=5)

@@ -9,9 +9,9 @@ import torch
 def test_the_critics_read_what_the_config_says(critic_input):
     """SAC's critics read the raw observation (the default, as CleanRL's and SB3's SAC) or the actor's
     normalised one (runs saved before the option existed); the actor normalises its own input either way."""
-    from dwc.config import ActorConfig, SACConfig
+    from dwc.core.config import ActorConfig, SACConfig
     from dwc.models import build_actor
-    from dwc.rl.sac import SACLearner
+    from dwc.train.sac import SACLearner
 
     torch.manual_seed(0)
     actor = build_actor(ActorConfig(policy="mlp", hidden=16), 3, 2, -np.ones(2), np.ones(2))
@@ -28,7 +28,7 @@ def test_the_critics_read_what_the_config_says(critic_input):
 
 
 def test_a_run_saved_before_the_critic_input_option_resumes_as_it_was_trained():
-    from dwc.config import TrainConfig
+    from dwc.core.config import TrainConfig
     saved = TrainConfig().to_dict()
     del saved["sac"]["critic_input"]
     assert TrainConfig.from_dict(saved).sac.critic_input == "normalized"

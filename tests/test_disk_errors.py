@@ -1,6 +1,6 @@
 """A failed stage, a full disk or a folder that refuses writes: one line that names the file and says what was kept,
 never a traceback, never a truncated output, and a training run that resumes from its last checkpoint.
-The failure is injected into the writes of dwc.rundir (every output goes through them), because a real
+The failure is injected into the writes of dwc.core.rundir (every output goes through them), because a real
 small filesystem needs root to mount."""
 import errno
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from dwc import rundir
+from dwc.core import rundir
 from dwc.cli import main
 from helpers import small_args
 
@@ -18,7 +18,7 @@ POLICY = str(Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-g
 
 
 class DiskFull:
-    """Stands in for ``os``/``tempfile`` inside dwc.rundir: once ``armed(name)`` is true for the file being
+    """Stands in for ``os``/``tempfile`` inside dwc.core.rundir: once ``armed(name)`` is true for the file being
     written, its writes fail with ENOSPC part-way, as on a full disk."""
 
     def __init__(self, armed):

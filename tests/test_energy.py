@@ -5,7 +5,7 @@ import pytest
 
 from dwc.fpga.energy import activity, build_activity, energy, net_values
 from dwc.ir import reference as ref
-from dwc.sim.vectors import extreme_vectors, random_vectors
+from dwc.ir.vectors import extreme_vectors, random_vectors
 from helpers import random_graph, random_linear_graph
 
 
@@ -60,7 +60,7 @@ def test_energy_arithmetic():
 
 
 def test_activity_from_closed_loop_episodes():
-    from dwc.ir.freeze import untrained_graph
+    from dwc.frontends.freeze import untrained_graph
     from dwc.models import ActorConfig
     g = untrained_graph(4, 1, ActorConfig(width=16, lut_inputs=4, thermo_bits=7), env="InvertedPendulum-v5")
     a = build_activity(g, 200)

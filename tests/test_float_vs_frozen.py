@@ -12,7 +12,7 @@ spec.loader.exec_module(fvf)
 
 
 def test_the_circuit_acts_as_its_float_policy_up_to_the_tables_rounding(tmp_path, capsys):
-    from dwc.evaluation import evaluate_run
+    from dwc.flows.evaluate import evaluate_run
     run = ROOT / "policies" / "inverted-pendulum-v5-dwc"
     r = fvf.compare(run, episodes=1)
     ev = evaluate_run(run, 1, frozen=True, write=False)

@@ -16,8 +16,8 @@ from dwc.ir import reference as ref
 
 def _lut_graph():
     """A small untrained DWC: 4 observations, 2 actions, 2 x 16 LUT4, 5 thresholds per dimension."""
-    from dwc.config import ActorConfig
-    from dwc.ir.freeze import untrained_graph
+    from dwc.core.config import ActorConfig
+    from dwc.frontends.freeze import untrained_graph
     return untrained_graph(4, 2, ActorConfig(width=16, lut_inputs=4, thermo_bits=5), env="InvertedPendulum-v5")
 
 
@@ -25,7 +25,7 @@ def _qmlp_graph():
     """A small quantised MLP (3 observations, 8 hidden neurons: lookup-table and arithmetic neurons)."""
     import torch
 
-    from dwc.ir.freeze import freeze_qmlp
+    from dwc.frontends.freeze import freeze_qmlp
     from dwc.ir.passes import optimize
     from dwc.models import ActorConfig, build_actor
     torch.manual_seed(0)
@@ -39,7 +39,7 @@ def _qmlp_graph():
 
 def _build(out: Path, graph: Graph, pipeline, rtl_graph: Graph | None = None, input_register: bool = True) -> Path:
     """graph.json from ``graph``; the core from ``rtl_graph`` (default: the same graph)."""
-    from dwc.compile import emit_verilog
+    from dwc.flows.compile import emit_verilog
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "graph.json")
     emit_verilog(rtl_graph or graph, out, pipeline=pipeline, input_register=input_register)
@@ -64,8 +64,8 @@ def lut_build(tmp_path_factory):
 def test_reference_verilog_is_the_ir(tmp_path):
     """The reference Verilog computes what the IR's numpy executor computes (yosys eval, random and
     extreme observations): LUT network and quantised MLP."""
-    from dwc.fpga.tools import find_tool
-    from dwc.ir.spec_verilog import reference_verilog
+    from dwc.core.tools import find_tool
+    from dwc.backends.reference_verilog import reference_verilog
     for g in (_lut_graph(), _qmlp_graph()):
         q = _random_obs(g, 30)
         q[:3] = [[f.min_int for f in g.obs_formats], [f.max_int for f in g.obs_formats], [0] * g.obs_dim]

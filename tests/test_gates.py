@@ -6,7 +6,7 @@ import torch
 
 from dwc.cli import main
 from dwc.ir import reference as ref
-from dwc.ir.freeze import freeze
+from dwc.frontends.freeze import freeze
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
 from dwc.models.gates import BASIS, GateLayer

@@ -60,7 +60,7 @@ def test_demo_from_a_wheel(wheel_python, tmp_path):
 def test_paper_spec_from_a_wheel(wheel_python, tmp_path):
     """configs/ ships as package data: `dwc sweep paper` finds the spec by name from any folder."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    res = subprocess.run([str(wheel_python), "-c", "from dwc.spec import load_spec; s = load_spec('paper'); "
+    res = subprocess.run([str(wheel_python), "-c", "from dwc.flows.sweep_spec import load_spec; s = load_spec('paper'); "
                           "print(s.path); print(len(s.jobs(s.path.parent)))"],
                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert res.returncode == 0, res.stderr

@@ -12,10 +12,10 @@ import torch
 from dwc.cli import main
 from dwc.ir import Graph, IRError
 from dwc.ir import reference as ref
-from dwc.ir.freeze import freeze
+from dwc.frontends.freeze import freeze
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
-from dwc.policy import load_actor
+from dwc.train.checkpoint import load_actor
 from helpers import assert_bit_exact, extreme_observations
 
 POLICY = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-dwc"
@@ -151,7 +151,7 @@ def test_compile_rejects_bad_input(tmp_path):
 
 
 def test_fast_executor_on_the_trained_policy(shipped, tmp_path, monkeypatch):
-    from dwc.ir.fast import FastExecutor
+    from dwc.backends.fast import FastExecutor
     monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
     actor, cfg, graph = shipped
     rng = np.random.default_rng(5)
@@ -164,14 +164,14 @@ def test_fast_executor_on_the_trained_policy(shipped, tmp_path, monkeypatch):
 def test_fast_executor_cache_is_per_cpu(tmp_path, monkeypatch):
     """Code built with -march=native is cached per CPU: another CPU sharing the cache folder (a
     cluster's home) builds its own object instead of loading one that may use missing instructions."""
-    from dwc.ir import fast
+    from dwc.core import cbuild
     monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
-    assert "flags" not in fast._cpu_key() and len(fast._cpu_key()) > 20  # a real description of this CPU
+    assert "flags" not in cbuild._cpu_key() and len(cbuild._cpu_key()) > 20  # a real description of this CPU
     src = "int one(void) { return 1; }\n"
-    here = fast.build(src)
-    assert fast.build(src) == here  # cached
-    monkeypatch.setattr(fast, "_cpu_key", lambda: "x86_64|GenuineIntel|another model|sse2")
-    assert fast.build(src) != here and len(list((tmp_path / "fast").glob("*.so"))) == 2
+    here = cbuild.build(src)
+    assert cbuild.build(src) == here  # cached
+    monkeypatch.setattr(cbuild, "_cpu_key", lambda: "x86_64|GenuineIntel|another model|sse2")
+    assert cbuild.build(src) != here and len(list((tmp_path / "fast").glob("*.so"))) == 2
 
 
 def test_fast_build_removes_long_unused_libraries(tmp_path, monkeypatch):
@@ -179,17 +179,17 @@ def test_fast_build_removes_long_unused_libraries(tmp_path, monkeypatch):
     UNUSED_DAYS; a library in use has its time renewed and stays."""
     import os
     import time
-    from dwc.ir import fast
+    from dwc.core import cbuild
     monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
-    used = fast.build("int used(void) { return 1; }\n")
+    used = cbuild.build("int used(void) { return 1; }\n")
     stale, recent = tmp_path / "fast" / "dwc_stale.so", tmp_path / "fast" / "dwc_recent.so"
     stale.write_bytes(b""), recent.write_bytes(b"")
-    old = time.time() - (fast.UNUSED_DAYS + 1) * 86400
+    old = time.time() - (cbuild.UNUSED_DAYS + 1) * 86400
     for f in (stale, used):
         os.utime(f, (old, old))
-    assert fast.build("int used(void) { return 1; }\n") == used  # in use again: renewed, nothing built
+    assert cbuild.build("int used(void) { return 1; }\n") == used  # in use again: renewed, nothing built
     assert stale.exists()
-    fast.build("int other(void) { return 2; }\n")  # a new library: the stale one goes
+    cbuild.build("int other(void) { return 2; }\n")  # a new library: the stale one goes
     assert not stale.exists() and recent.exists() and used.exists()
 
 

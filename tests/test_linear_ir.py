@@ -48,7 +48,7 @@ def test_passes_preserve_linear_graphs(seed, with_luts):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_fast_executor_runs_linear_graphs(seed, tmp_path, monkeypatch):
-    from dwc.ir.fast import FastExecutor
+    from dwc.backends.fast import FastExecutor
     monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
     g = random_linear_graph(seed, with_luts=seed % 2 == 1)
     q = inputs_for(g, 300, seed)
@@ -96,7 +96,7 @@ def test_linear_verilog_in_verilator_matches_reference(tmp_path, rounding, table
     rounding would give other actions on them)."""
     from dataclasses import replace
 
-    from dwc.compile import emit_verilog
+    from dwc.flows.compile import emit_verilog
     from dwc.sim.runner import simulate_vectors
     rng = np.random.default_rng(4)
     f = FixedFormat(8, 0)

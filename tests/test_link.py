@@ -6,7 +6,7 @@ from amaranth.sim import Simulator
 from dwc.ir import reference as ref
 from dwc.rtl.core import DWCCore, port_description
 from dwc.rtl.link import PolicyLink
-from dwc.sim.link_codec import ResponseParser, obs_frame
+from dwc.sim.hil.protocol import ResponseParser, obs_frame
 from helpers import inputs_for, random_graph
 
 DIV = 4  # clock cycles per UART bit
@@ -88,7 +88,7 @@ def test_link_drops_bad_frames_and_resynchronises():
 def test_the_host_takes_only_the_reply_to_its_observation():
     """A resent observation's first reply may come after all, once the host has moved on: its
     sequence byte tells it apart, so it is dropped, never taken for the next step's action."""
-    from dwc.sim.link_codec import reply_for
+    from dwc.sim.hil.protocol import reply_for
     late, mine = (6, [1, 2], 3), (7, [5, 5], 3)
     assert reply_for([late, mine], 7) == (([5, 5], 3), 1)
     assert reply_for([late], 7) == (None, 1)

@@ -393,7 +393,7 @@ def test_thermometer_feature_major_equals_transposed_forward():
 def test_precision_changes_gradients_not_the_circuit():
     """bf16 training matmuls: the DWC's forward (the circuit) is identical, its wiring gradients
     stay close; the MLP actor's outputs move by bf16 rounding only."""
-    from dwc.rl.common import fast_bf16, resolve_precision
+    from dwc.train.common import fast_bf16, resolve_precision
     torch.manual_seed(0)
     cfg = ActorConfig(width=96, lut_inputs=4, thermo_bits=15)
     a = build_actor(cfg, 6, 3, [-1] * 3, [1] * 3)
@@ -420,13 +420,13 @@ def test_precision_changes_gradients_not_the_circuit():
     if cpuinfo.exists():  # the speed probe (benchmarks, help) agrees with the CPU flags the kernel reports
         fast_flags = set(cpuinfo.read_text().split()) & {"amx_tile", "avx512_bf16"}
         assert fast_bf16(cpu) == bool(fast_flags), fast_flags
-    from dwc.errors import UserError
+    from dwc.core.errors import UserError
     with pytest.raises(UserError, match="precision"):
         resolve_precision("fp8", cpu)
 
 
 def test_twin_q_bf16_hidden_layer_stays_close_and_keeps_float32_output():
-    from dwc.rl.sac import TwinQ
+    from dwc.train.sac import TwinQ
     torch.manual_seed(0)
     q32 = TwinQ(14, 256)
     q16 = TwinQ(14, 256, mid_dtype=torch.bfloat16)

@@ -16,7 +16,7 @@ from dwc.cli import main
 from helpers import differences, stop_at
 
 ENV = "InvertedPendulum-v5"
-# batch 32 x 1 action = 32 floats: whole AVX-512 chunks (see dwc.rl.multiseed on exactness)
+# batch 32 x 1 action = 32 floats: whole AVX-512 chunks (see dwc.train.multiseed on exactness)
 TINY = ["--env", ENV, "--checkpoint-every", "200", "--episodes", "1", "--no-progress", "--hidden", "32",
         "--width", "32", "--lut-inputs", "4", "--thermo-bits", "7", "--learning-starts", "150", "--batch-size", "32"]
 
@@ -84,8 +84,8 @@ def test_seeds_with_several_envs_each_follow_their_single_runs(tmp_path, monkeyp
 
 
 def test_env_workers_setting_is_checked(monkeypatch):
-    from dwc.errors import UserError
-    from dwc.rl.multiseed import _env_workers
+    from dwc.core.errors import UserError
+    from dwc.train.multiseed import _env_workers
     cpu = torch.device("cpu")
     assert _env_workers(cpu, 2) is False  # a CPU's cores train; its envs step in-process
     monkeypatch.setenv("DWC_ENV_WORKERS", "1")
@@ -173,7 +173,7 @@ resources: {seeds_per_run: 2}
 
 
 def test_sweep_help_names_seeds_per_run():
-    from dwc.spec import SPEC_HELP
+    from dwc.flows.sweep_spec import SPEC_HELP
     assert "seeds_per_run" in SPEC_HELP
 
 
@@ -181,8 +181,8 @@ def test_sweep_help_names_seeds_per_run():
 def test_sweep_trains_the_seeds_of_a_config_together(tmp_path):
     """resources.seeds_per_run: the seeds of one config are one task, trained together; each run
     directory is its single run's (seed 2 compared with dwc train --seed 2) and each gets its result."""
-    from dwc.spec import load_spec
-    from dwc.sweep import _groups, run_jobs
+    from dwc.flows.sweep_spec import load_spec
+    from dwc.flows.sweep import _groups, run_jobs
     (tmp_path / "spec.yaml").write_text(SPEC)
     (tmp_path / "sweep").mkdir()
     jobs = load_spec(tmp_path / "spec.yaml").jobs(tmp_path / "sweep")

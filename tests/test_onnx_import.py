@@ -89,7 +89,7 @@ def test_import_is_bit_exact_with_onnxruntime(tmp_path, variant):
     assert g.meta["env"] == "InvertedPendulum-v5" and all(l.rounding == "half_even" for l in g.linear)
     # fresh observations, independent of the import's own check: on the fixed-point grid the action
     # is onnxruntime's, up to the action format's rounding
-    from dwc.ir.onnx_import import reference_session_options
+    from dwc.frontends.onnx_import import reference_session_options
     sess = ort.InferenceSession(str(model), reference_session_options(ort), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(9)
     f = g.obs_formats[0]
@@ -169,7 +169,7 @@ def ort_quantized_mlp(tmp_path, pow2: bool):
 
 
 def test_onnxruntime_quantized_model_imports_when_its_scales_are_powers_of_two(tmp_path):
-    from dwc.ir.onnx_import import reference_session_options
+    from dwc.frontends.onnx_import import reference_session_options
     plain = ort_quantized_mlp(tmp_path, pow2=False)
     assert_one_line_error(run_cli("import", str(plain), "--out", str(tmp_path / "a")), "not a power of two")
     model = ort_quantized_mlp(tmp_path, pow2=True)

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from dwc import published
+from dwc.core import published
 from dwc.cli import main
-from dwc.config import TrainConfig
-from dwc.errors import UserError
-from dwc.spec import load_spec, shipped_specs
+from dwc.core.config import TrainConfig
+from dwc.core.errors import UserError
+from dwc.flows.sweep_spec import load_spec, shipped_specs
 
 TASKS = ["Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "Walker2d-v5"]
 # the paper's SAC (dwc-reference: "Training protocol"); q_hidden = its critics, 2 x 256
@@ -117,8 +117,8 @@ def test_paper_spec_scaled_down_end_to_end(tmp_path, capsys):
 def test_report_sets_each_row_beside_the_published_median(tmp_path, monkeypatch):
     """From 5 seeds the medians and IQMs get CIs; a config whose runs started but none finished has
     the published figure and dashes; the budget is steps x finished seeds against 1M x 10."""
-    from dwc import stats
-    from dwc.report import report, text
+    from dwc.flows import stats
+    from dwc.flows.report import report, text
     monkeypatch.setattr(stats, "REPS", 200)
     monkeypatch.setattr(stats, "POI_REPS", 100)
     returns = {1: 2900.0, 2: 3100.0, 3: 3300.0, 4: 2500.0, 5: 3500.0}

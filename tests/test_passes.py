@@ -69,7 +69,7 @@ def test_known_reductions():
 
 @pytest.mark.parametrize("seed", range(25))
 def test_fast_executor_matches_reference_on_random_graphs(seed, tmp_path, monkeypatch):
-    from dwc.ir.fast import FastExecutor
+    from dwc.backends.fast import FastExecutor
     monkeypatch.setenv("DWC_CACHE_DIR", str(tmp_path))
     g = random_graph(seed)
     q = inputs_for(g, 300, seed)  # 302 samples: four full 64-sample words and a partial one

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dwc.rl.common import actor_act_fn, evaluate
-from dwc.policy import load_actor
+from dwc.train.common import actor_act_fn, evaluate
+from dwc.train.checkpoint import load_actor
 
 POLICIES = sorted(p.parent for p in (Path(__file__).parent.parent / "policies").glob("*/eval.json"))
 
@@ -30,7 +30,7 @@ def test_shipped_policy_reproduces_its_eval(policy):
 def test_evaluation_with_the_frozen_circuit_reproduces_both_returns(policy):
     """dwc eval --frozen freezes the actor it evaluates (one checkpoint read): the float returns stay the
     recorded ones, and so do the frozen circuit's."""
-    from dwc.evaluation import evaluate_run
+    from dwc.flows.evaluate import evaluate_run
     recorded = json.loads((policy / "eval.json").read_text())
     result = evaluate_run(policy, 2, seed=recorded["seed"], progress=False, frozen=True, write=False)
     assert result["returns"] == recorded["returns"][:2]
@@ -61,8 +61,8 @@ def test_dwc_policies_lists_them_with_their_returns(capsys):
 _ACTIONS = """
 import sys, numpy as np, torch
 from pathlib import Path
-from dwc.policy import load_actor
-from dwc.compile import freeze_run
+from dwc.train.checkpoint import load_actor
+from dwc.flows.compile import freeze_run
 actor, cfg, _ = load_actor(sys.argv[1])
 obs = np.random.default_rng(0).standard_normal((3000, actor.normalizer.mean.numel())) * 3
 act = actor.act(torch.as_tensor(obs, dtype=torch.float32)).numpy()

@@ -8,7 +8,7 @@ import torch
 
 from dwc.cli import main
 from dwc.ir import reference as ref
-from dwc.ir.freeze import freeze_qmlp
+from dwc.frontends.freeze import freeze_qmlp
 from dwc.ir.passes import optimize
 from dwc.models import ActorConfig, build_actor
 from helpers import extreme_observations

@@ -1,4 +1,4 @@
-"""dwc.stats (IQM, bootstrap CIs, paired comparisons, through rliable) and what dwc report and
+"""dwc.flows.stats (IQM, bootstrap CIs, paired comparisons, through rliable) and what dwc report and
 scripts/bench_codesign.py make of them, on a sweep folder written by hand: CIs per config, the stated
 baseline rule, pairing by seed, budget and precision, no CI below 5 seeds."""
 import importlib.util
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from dwc import stats
+from dwc.flows import stats
 from dwc.cli import main
-from dwc.errors import UserError
-from dwc.report import report, unfinished, unfinished_text
-from dwc.rundir import record_checkpoint
+from dwc.core.errors import UserError
+from dwc.flows.report import report, unfinished, unfinished_text
+from dwc.core.rundir import record_checkpoint
 
 
 def test_summarize_gives_the_iqm_and_a_ci_around_it():
@@ -82,7 +82,7 @@ def few_resamples(monkeypatch):
     monkeypatch.setattr(stats, "POI_REPS", 200)
 
 
-# A sweep as dwc sweep lays it out (dwc/sweep.py): spec order zeta-ref, alpha, zeta-bf16, few (not
+# A sweep as dwc sweep lays it out (dwc/flows/sweep.py): spec order zeta-ref, alpha, zeta-bf16, few (not
 # alphabetical); alpha (another width) is exactly twice zeta-ref on every seed; zeta-bf16 is zeta-ref at
 # another precision, so it is compared with zeta-ref but not with alpha (two treatments at once); few
 # has 2 seeds, one trained for another budget, which does not pair.
@@ -168,7 +168,7 @@ def test_report_gives_cis_and_compares_with_the_stated_baseline(tmp_path, few_re
 
 def test_report_says_where_unfinished_runs_stand(tmp_path, capsys, few_resamples, monkeypatch):
     import types
-    monkeypatch.setattr("dwc.rl.envs.check_env_id", lambda env_id: types.SimpleNamespace(close=lambda: None))  # T-v0
+    monkeypatch.setattr("dwc.train.envs.check_env_id", lambda env_id: types.SimpleNamespace(close=lambda: None))  # T-v0
     sweep = write_sweep(tmp_path / "s")  # few has seeds 1-2 only: seeds 3-5 are to do
     run = sweep / "runs/T-v0/few/seed3/run"  # seed 3 started: a checkpoint at step 500, then logged to 600
     run.mkdir(parents=True)

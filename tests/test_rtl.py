@@ -49,7 +49,7 @@ def test_verilog_and_port_description():
 def test_trained_policy_core_matches_reference():
     from pathlib import Path
 
-    from dwc.compile import freeze_run
+    from dwc.flows.compile import freeze_run
     from dwc.ir.passes import optimize
     g, _ = optimize(freeze_run(Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-dwc"))
     rng = np.random.default_rng(0)

@@ -1,5 +1,6 @@
-"""The code's shape: dependencies run one way (no import cycle among dwc's modules, lazy imports
-included), the CLI answers --help without importing torch, and
+"""The code's shape: dependencies run one way (the layers of pyproject.toml's import-linter contract
+hold, and no import cycle among dwc's modules, lazy imports included), the CLI answers --help
+without importing torch, and
 its commands share their defaults and option names."""
 import ast
 import subprocess
@@ -72,6 +73,38 @@ def test_no_import_cycles():
     assert cycle(graph) is None, " -> ".join(cycle(graph))
 
 
+def _installed_layout(dest: Path) -> Path:
+    """The package as a wheel installs it (rtl/, sim/, fpga/ inside dwc/), which import-linter's
+    graph builder needs: it walks the package's folder and cannot follow pyproject's package-dir."""
+    import shutil
+    ignore = shutil.ignore_patterns("__pycache__", "*.so")
+    shutil.copytree(ROOT / "dwc", dest / "dwc", ignore=ignore)
+    for folder in ("rtl", "sim", "fpga"):
+        shutil.copytree(ROOT / folder, dest / "dwc" / folder, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", dest)
+    return dest
+
+
+def lint_imports(layout: Path) -> subprocess.CompletedProcess:
+    lint = Path(sys.executable).parent / "lint-imports"
+    env = {**__import__("os").environ, "PYTHONPATH": str(layout)}
+    return subprocess.run([str(lint), "--no-cache"], cwd=layout, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_layers_hold(tmp_path):
+    """pyproject.toml's import-linter contract: each layer imports only those below it."""
+    res = lint_imports(_installed_layout(tmp_path))
+    assert res.returncode == 0 and "1 kept, 0 broken" in res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
+
+
+def test_a_back_edge_breaks_the_layers(tmp_path):
+    """The check can fail: the IR importing training code (even inside a function) is refused."""
+    layout = _installed_layout(tmp_path)
+    (layout / "dwc" / "ir" / "back_edge.py").write_text("def f():\n    from dwc.train import sac\n")
+    res = lint_imports(layout)
+    assert res.returncode != 0 and "dwc.ir.back_edge -> dwc.train.sac" in res.stdout, res.stdout[-3000:]
+
+
 def test_help_answers_without_torch():
     code = ("import sys\nfrom dwc.cli import main\n"
             "for argv in (['--help'], ['train', '--help'], ['build', '--help'], ['sweep', '--help']):\n"
@@ -109,14 +142,14 @@ def test_one_default_clock_everywhere():
     synth places for it without requiring it when no --freq is given: tests/test_synth.py)."""
     import inspect
 
-    import dwc.build
-    from dwc.build import _build as build
+    import dwc.flows.build
+    from dwc.flows.build import _build as build
     from dwc.cli import main
-    from dwc.compile import compile_run
-    from dwc.config import DEFAULT_FREQ_MHZ
-    from dwc.errors import UserError
+    from dwc.flows.compile import compile_run
+    from dwc.core.config import DEFAULT_FREQ_MHZ
+    from dwc.core.errors import UserError
     from dwc.fpga.synth import synth, synth_build
-    from dwc.spec import HARDWARE_KEYS
+    from dwc.flows.sweep_spec import HARDWARE_KEYS
     assert {_default(sub, "freq") for sub in ("compile", "build")} == {DEFAULT_FREQ_MHZ}
     assert _default("synth", "freq") is None
     defaults = {inspect.signature(f).parameters[p].default
@@ -129,7 +162,7 @@ def test_one_default_clock_everywhere():
         raise UserError("stub")
     import pytest
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(dwc.build, "build", build_stub)
+        mp.setattr(dwc.flows.build, "build", build_stub)
         assert main(["demo", "--out", "unused"]) == 2
     assert asked == [DEFAULT_FREQ_MHZ]
 
@@ -168,10 +201,10 @@ def test_a_mistyped_option_is_named_with_the_closest_one(capsys):
 
 
 def test_one_table_of_fpga_families():
-    """dwc.targets names each family's LUT size and devices; fpga/synth.py's TARGETS says how to build
+    """dwc.core.targets names each family's LUT size and devices; fpga/synth.py's TARGETS says how to build
     each device: the two agree, device by device."""
     from dwc.fpga.synth import FAMILY_DEVICES, TARGETS, target_names
-    from dwc.targets import FAMILIES, family_of, smallest_device
+    from dwc.core.targets import FAMILIES, family_of, smallest_device
     assert {d for f in FAMILIES.values() for d in f.devices} == set(TARGETS)
     for name, fam in FAMILIES.items():
         for d in fam.devices:

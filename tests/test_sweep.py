@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from dwc.cli import build_parser, main
-from dwc.errors import UserError
-from dwc.report import aggregate, curve, report
-from dwc.stats import quartiles
-from dwc.config import train_command
-from dwc.spec import load_spec
+from dwc.core.errors import UserError
+from dwc.flows.report import aggregate, curve, report
+from dwc.flows.stats import quartiles
+from dwc.core.config import train_command
+from dwc.flows.sweep_spec import load_spec
 
 SMALL = {"learning_starts": 300, "batch_size": 32, "checkpoint_every": 200, "eval_episodes": 2, "thermo_bits": 7,
          "width": 32, "lut_inputs": 4, "hidden": 32}
@@ -66,8 +66,8 @@ hardware: {target: none, episodes: 1}
 
 
 def test_runs_started_earlier_are_queued_first(tmp_path):
-    from dwc.rundir import CHECKPOINT
-    from dwc.sweep import _groups
+    from dwc.core.rundir import CHECKPOINT
+    from dwc.flows.sweep import _groups
     spec = load_spec(write_spec(tmp_path / "s.yaml", """
 tasks: [InvertedPendulum-v5, Hopper-v5]
 seeds: 2
@@ -90,7 +90,7 @@ configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
 def test_time_left_gives_each_run_its_own_rate(tmp_path):
     """A sweep's time left: a run that has trained goes at the rate it logged last; one that has not at
     the median rate of its task and config's other runs; the groups share the workers in queue order."""
-    from dwc.spec import TimeLeft
+    from dwc.flows.sweep_spec import TimeLeft
     spec = load_spec(write_spec(tmp_path / "s.yaml", """
 tasks: [Hopper-v5]
 seeds: 3
@@ -125,7 +125,7 @@ configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
     # the steps a caller has just read (the progress bar's, every 2 s) are used as given, not read again
     assert tl([[jobs["Hopper-v5/mlp/seed2"]]], {"Hopper-v5/mlp/seed2": 7500}) == (pytest.approx(2500 / 50), 0)
     # --longest-first: the begun runs first, then the longest left; a config with no rate counts as longest
-    from dwc.sweep import _groups
+    from dwc.flows.sweep import _groups
     (jobs["Hopper-v5/mlp/seed2"].dir / "run" / "checkpoint.pt").write_bytes(b"")
     order = [g[0].id for g in _groups(list(jobs.values()), 1, tl)]
     assert order == ["Hopper-v5/mlp/seed2",  # begun
@@ -230,7 +230,7 @@ def test_quartiles_and_aggregate():
 
 
 def test_the_shipped_seed_is_the_median_by_deployed_return():
-    from dwc.policy import median_run
+    from dwc.flows.export import median_run
     runs = [{"seed": s, "float_return": f, "frozen_return": z}
             for s, f, z in ((1, 900.0, 100.0), (2, 100.0, 300.0), (3, 500.0, 200.0))]
     assert median_run(runs)["seed"] == 3  # by the frozen circuit's return, not the float policy's
@@ -437,8 +437,8 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
     assert json.loads((tmp_path / "e.json").read_text())["frozen"]["returns"] == pytest.approx(r["frozen_returns"])
 
     # the slim archive: no training state, and every reader takes it as the sweep itself
-    from dwc.policy import is_exported
-    from dwc.report import load_runs
+    from dwc.flows.export import is_exported
+    from dwc.flows.report import load_runs
     arch = tmp_path / "archive"
     assert main(["export", str(tmp_path / "s"), "--all", "--out", str(arch)]) == 0
     assert all(is_exported(d) for d in arch.glob("runs/*/*/seed*/run"))
@@ -452,9 +452,9 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
     assert torch_load(ship2 / "checkpoint.pt")["actor"].keys() == torch_load(ship / "checkpoint.pt")["actor"].keys()
     assert main(["report", str(arch)]) == 0
     # archiving again adds nothing; a copy of the archive is a sweep folder whose runs are all finished
-    from dwc.policy import archive_sweep
+    from dwc.flows.export import archive_sweep
     assert archive_sweep(tmp_path / "s", arch)["added"] == []
-    from dwc.sweep import sweep
+    from dwc.flows.sweep import sweep
     shutil.copytree(arch, tmp_path / "again")
     state = sweep(spec, tmp_path / "again", progress=False, log=lambda *a: None)
     assert {rec["state"] for rec in state["runs"].values()} == {"finished"}
@@ -505,7 +505,7 @@ def test_workers_import_the_dwc_the_sweep_was_started_with(tmp_path, monkeypatch
     """Ray puts the driver's working folder first on its workers' import path. A sweep started from a
     folder holding another dwc (an older checkout) still trains with its own."""
     import dwc
-    from dwc.sweep import _start_ray
+    from dwc.flows.sweep import _start_ray
 
     def imported_dwc() -> str:  # a local function: Ray sends it by value, the worker imports dwc itself
         import dwc
@@ -526,7 +526,7 @@ def test_workers_import_the_dwc_the_sweep_was_started_with(tmp_path, monkeypatch
 def test_a_finished_run_stays_finished_when_dwc_gains_a_config_field(tmp_path):
     """A run is identified by its directory's config.json, read with today's defaults: results
     written before a new option existed are still recognised; a changed option is not."""
-    from dwc.rundir import write_json
+    from dwc.core.rundir import write_json
     spec = load_spec(write_spec(tmp_path / "s.yaml", "tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {width: 8}}"))
     job = spec.jobs(tmp_path)[0]
     old = job.cfg.to_dict()
@@ -544,8 +544,8 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     """A worker killed (or a driver stopped) before a run's first checkpoint leaves a run folder with
     config.json and metrics but nothing to resume: the next start trains it from step 0 instead of
     failing on the non-empty folder (seen when a stopped bench_codesign sweep was restarted)."""
-    from dwc.rundir import write_json
-    from dwc.sweep import run_job
+    from dwc.core.rundir import write_json
+    from dwc.flows.sweep import run_job
     spec = load_spec(write_spec(tmp_path / "s.yaml", """
 tasks: [InvertedPendulum-v5]
 seeds: 1
@@ -561,7 +561,7 @@ configs: {m: {policy: mlp, learning_starts: 100, eval_episodes: 1}}
 
 
 def test_a_sweep_that_cannot_start_writes_nothing(tmp_path, monkeypatch):
-    import dwc.sweep as sw
+    import dwc.flows.sweep as sw
 
     def no_engine(address, cpus):
         raise UserError("cannot start Ray at 10.9.9.9:6379: connection refused")
@@ -575,8 +575,8 @@ def test_a_sweep_that_cannot_start_writes_nothing(tmp_path, monkeypatch):
 def test_one_driver_a_sweep_folder(tmp_path, monkeypatch):
     """A second dwc sweep on a folder that a driver is using stops with the first one's pid, before it
     starts an engine; the folder is free again once the first one lets go."""
-    import dwc.sweep as sw
-    from dwc.rundir import hold_lock
+    import dwc.flows.sweep as sw
+    from dwc.core.rundir import hold_lock
     started = []
     monkeypatch.setattr(sw, "_start_ray", lambda address, cpus: started.append(1) or pytest.fail("an engine"))
     spec = write_spec(tmp_path / "s.yaml", "tasks: [InvertedPendulum-v5]\nseeds: 1\nconfigs: {a: {width: 8}}")
@@ -591,8 +591,8 @@ def test_one_driver_a_sweep_folder(tmp_path, monkeypatch):
 def test_part_of_a_spec_runs_now_and_the_rest_stays_to_do(tmp_path, monkeypatch):
     """--tasks/--seeds pick the spec's runs to start now; the others stay in sweep.json as to do (a later
     command runs them into the same folder), and a task or seed outside the spec is one clear error."""
-    import dwc.sweep as sw
-    from dwc.rundir import write_json
+    import dwc.flows.sweep as sw
+    from dwc.core.rundir import write_json
     spec = write_spec(tmp_path / "s.yaml", "tasks: [InvertedPendulum-v5, InvertedDoublePendulum-v5]\nseeds: 2\n"
                                            "configs: {a: {width: 8}}")
     for j in load_spec(spec).jobs((tmp_path / "out").resolve()):

@@ -6,8 +6,8 @@ import shutil
 import pytest
 
 from dwc.cli import main
-from dwc.errors import UserError
-from dwc.spec import load_spec
+from dwc.core.errors import UserError
+from dwc.flows.sweep_spec import load_spec
 
 SPEC = """
 tasks: [InvertedPendulum-v5]
@@ -40,8 +40,8 @@ def test_each_run_distils_the_teacher_run_of_its_task_and_seed(tmp_path):
 def test_a_teacher_folder_takes_the_task_and_seed(tmp_path, monkeypatch):
     """teacher: a folder with {task} and {seed}, e.g. an earlier sweep's runs, read from where the sweep
     starts; the runs stay the same runs when that folder and the sweep move together."""
-    from dwc.rundir import write_json
-    from dwc.config import TrainConfig
+    from dwc.core.rundir import write_json
+    from dwc.core.config import TrainConfig
     for seed in (1, 2):
         write_json(tmp_path / f"old/runs/Hopper-v5/mlp/seed{seed}/run/config.json",
                    TrainConfig(env="Hopper-v5", seed=seed, steps=10).to_dict())
@@ -96,7 +96,7 @@ def test_a_student_waits_for_its_teacher(tmp_path):
     assert started >= (runs / "mlp/seed2/result.json").stat().st_mtime
     # the report pairs each student with its own teacher (300 steps against 600), also as deployed: the
     # frozen circuit against the float MLP; a student's hours count its teacher's
-    from dwc.report import report
+    from dwc.flows.report import report
     rep = report(out)
     comps = {c["figure"]: c for c in rep["comparisons"] if (c["config"], c["baseline"]) == ("student", "mlp")}
     assert set(comps) == {"float_return", "deployed_return"} and comps["deployed_return"]["seeds"] == [2]
@@ -105,6 +105,6 @@ def test_a_student_waits_for_its_teacher(tmp_path):
     assert rows["student"]["hours"]["median"] == pytest.approx((student["seconds"] + teacher["seconds"]) / 3600, abs=1e-3)
     # copied elsewhere, the sweep is finished as it was
     shutil.copytree(out, tmp_path / "copy")
-    from dwc.sweep import sweep
+    from dwc.flows.sweep import sweep
     state = sweep(tmp_path / "s.yaml", tmp_path / "copy", progress=False, log=lambda *a: None, seeds=[2])
     assert state["runs"]["InvertedPendulum-v5/student/seed2"]["state"] == "finished"

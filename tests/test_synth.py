@@ -154,7 +154,7 @@ def test_a_family_target_takes_the_smallest_device_the_core_fits(small_build, tm
     r = json.loads((out / "synth" / "ecp5-45k" / "report.json").read_text())
     assert r["target"] == "ecp5-45k" and r["device"] == "LFE5U-45F" and r["cells"]["available"] == 43848
     # no --freq: placed for the default clock, which it does not have to reach
-    from dwc.config import DEFAULT_FREQ_MHZ
+    from dwc.core.config import DEFAULT_FREQ_MHZ
     assert r["requested_mhz"] == DEFAULT_FREQ_MHZ and r["clock_required"] is False
     assert Path(r["bitstream"]).exists() and not (out / "synth" / "ecp5-25k").exists()
     fit = r["smallest_fit"]
@@ -219,7 +219,7 @@ def test_ice40_pin_table_matches_nextpnr(tmp_path):
     import subprocess
 
     from dwc.fpga.ice40_pins import PINS
-    from dwc.fpga.tools import find_tool
+    from dwc.core.tools import find_tool
     table = PINS["up5k-sg48"]
     assert len(table) == 39  # the UP5K's 39 I/O pins in the SG48 package
     pins = ["35", "44", "2"]
@@ -300,7 +300,7 @@ def test_serial_shell_computes_the_policy(small_build, tmp_path):
     from dwc.ir import reference as ref
     from dwc.rtl.shell import shell_verilog
     from dwc.sim.runner import Bench
-    from dwc.sim.vectors import extreme_vectors, random_vectors
+    from dwc.ir.vectors import extreme_vectors, random_vectors
     g = Graph.load(small_build / "graph.json")
     ports = json.loads((small_build / "dwc_core.json").read_text())
     (tmp_path / "shell.v").write_text(shell_verilog(ports))
@@ -392,8 +392,8 @@ def test_pipeline_auto_picks_the_fewest_stages_that_reach_the_clock(tmp_path):
     """Timing-aware lowering on measured Fmax: every tried design really went through nextpnr; the
     choice meets the clock and every shallower design tried misses it; the core written has the
     chosen latency."""
-    from dwc.compile import choose_pipeline, emit_verilog, popcount_compressor
-    from dwc.ir.freeze import untrained_graph
+    from dwc.flows.compile import choose_pipeline, emit_verilog, popcount_compressor
+    from dwc.frontends.freeze import untrained_graph
     from dwc.models import ActorConfig
     from dwc.rtl.core import max_pipeline
     g = untrained_graph(4, 1, ActorConfig(width=32, lut_inputs=4, thermo_bits=7), env="InvertedPendulum-v5")
@@ -426,8 +426,8 @@ def test_a_design_too_big_for_the_up5k_is_refused_before_place_and_route(tmp_pat
     import re
     import time
 
-    from dwc.compile import emit_verilog
-    from dwc.ir.freeze import untrained_graph
+    from dwc.flows.compile import emit_verilog
+    from dwc.frontends.freeze import untrained_graph
     from dwc.models import ActorConfig
     g = untrained_graph(8, 1, ActorConfig(width=256, lut_inputs=4, thermo_bits=47), env="InvertedPendulum-v5")
     g.save(tmp_path / "graph.json")

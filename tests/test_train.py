@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from dwc.cli import main
-from dwc.rundir import checkpoint_info
+from dwc.core.rundir import checkpoint_info
 from helpers import ENV, assert_one_line_error, differences, metrics, run_cli, small_args, stop_at
 
 
@@ -155,7 +155,7 @@ def test_one_process_trains_a_run_at_a_time(tmp_path):
     does a dwc eval that would write the run's eval.json; the lock goes with the training, so the
     run resumes once it has ended."""
     import os
-    from dwc.rundir import hold_lock
+    from dwc.core.rundir import hold_lock
     run = tmp_path / "run"
     assert main(small_args(run, steps=200)) == 0
     held = hold_lock(run, "training")  # free: the finished training let go of it
@@ -170,9 +170,9 @@ def test_one_process_trains_a_run_at_a_time(tmp_path):
         held.close()
     assert main(["train", "--out", str(run), "--resume", "--steps", "300", "--no-progress"]) == 0
     assert json.loads((run / "eval.json").read_text())["train_steps"] == 300
-    from dwc.config import TrainConfig
-    from dwc.errors import UserError
-    from dwc.rl.run import RunDir
+    from dwc.core.config import TrainConfig
+    from dwc.core.errors import UserError
+    from dwc.train.run import RunDir
     with pytest.raises(UserError, match="no checkpoint"):  # refused after taking the lock: no folder left behind
         RunDir(tmp_path / "fresh", TrainConfig(), resume=True)
     assert not (tmp_path / "fresh").exists()
@@ -276,10 +276,10 @@ def test_training_runs_on_cuda(tmp_path, capsys, algo, policy):
 def test_cuda_graph_updates_match_eager(policy):
     """The same SAC updates (same batches, same noise) replayed as CUDA graphs and run op by op give
     the same parameters: the graphs do the work, and the wiring argmax is recomputed every replay."""
-    from dwc.config import SACConfig
+    from dwc.core.config import SACConfig
     from dwc.models import ActorConfig, build_actor
-    from dwc.rl.common import GraphedCall, sample_action
-    from dwc.rl.sac import SACLearner
+    from dwc.train.common import GraphedCall, sample_action
+    from dwc.train.sac import SACLearner
 
     dev, sc, obs_dim, act_dim = torch.device("cuda"), SACConfig(batch_size=64), 11, 3
     cfg = ActorConfig(policy=policy, width=96, lut_inputs=4, thermo_bits=15, hidden=64)
@@ -325,7 +325,7 @@ def test_cuda_graph_updates_match_eager(policy):
 
 
 def test_an_interrupt_inside_a_held_block_arrives_when_the_block_ends():
-    from dwc.errors import interrupt_on_sigterm, interrupts_held
+    from dwc.core.errors import interrupt_on_sigterm, interrupts_held
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     # a background job may inherit SIGINT ignored; the held signal goes to whatever handler was there
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -349,7 +349,7 @@ def test_a_held_interrupt_arrives_where_the_os_blocks_sigint():
     """Ray's cancel (a sweep being stopped) interrupts a worker with interrupt_main while the worker
     blocks SIGINT at the OS: the held interrupt must reach its handler without a real signal."""
     import _thread
-    from dwc.errors import interrupts_held
+    from dwc.core.errors import interrupts_held
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
@@ -373,7 +373,7 @@ def test_freed_memory_is_kept_so_sac_updates_do_not_page_fault():
     only the kept case is asserted: its updates take next to no faults."""
     mechanism = """
 import ctypes, resource, sys
-from dwc.rl.common import keep_freed_memory
+from dwc.train.common import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 libc = ctypes.CDLL("libc.so.6")
@@ -395,12 +395,12 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
 """
     sac_updates = """
 import resource, torch
-from dwc.rl.common import keep_freed_memory
+from dwc.train.common import keep_freed_memory
 assert keep_freed_memory()
 torch.set_num_threads(1)
-from dwc.config import SACConfig
+from dwc.core.config import SACConfig
 from dwc.models.actors import ActorConfig, build_actor
-from dwc.rl.sac import SACLearner
+from dwc.train.sac import SACLearner
 actor = build_actor(ActorConfig(policy="dwc", width=256), 11, 3, [-1] * 3, [1] * 3)
 sac = SACLearner(actor, 11, 3, SACConfig(), torch.device("cpu"))
 def update(i, b=256):
@@ -427,7 +427,7 @@ print((faults() - before) / 10)
 def test_updates_flush_denormals_and_nothing_else_does():
     """Inside flush_denormals a denormal operand counts as zero (Adam's decaying moments stop taking
     x86's slow assists); outside it, and after it, IEEE arithmetic holds (env steps, evaluation)."""
-    from dwc.rl.common import flush_denormals
+    from dwc.train.common import flush_denormals
     tiny = torch.tensor([1e-39])  # below float32's smallest normal, 1.18e-38
     assert (tiny * 1.0).item() > 0
     with flush_denormals() as flushing:
@@ -442,7 +442,7 @@ def test_mujoco_warnings_are_python_warnings_not_a_log_file(tmp_path, monkeypatc
     folder (the user's). dwc turns the warning into a Python RuntimeWarning and writes no file."""
     import warnings
 
-    from dwc.rl.envs import check_env_id
+    from dwc.train.envs import check_env_id
     monkeypatch.chdir(tmp_path)
     env = check_env_id("Hopper-v5")
     env.reset(seed=0)
@@ -461,7 +461,7 @@ def test_mujoco_warnings_are_python_warnings_not_a_log_file(tmp_path, monkeypatc
 
 def test_phase_clock_reports_ms_per_iteration():
     """time/<phase>_ms: each phase's wall time between reports, per loop iteration; a report starts afresh."""
-    from dwc.rl.common import PhaseClock
+    from dwc.train.common import PhaseClock
     now = iter([0.0, 0.002, 0.005, 0.006, 0.010, 0.011])
     clock = PhaseClock(lambda: next(now))
     for phase in ("act", "update", "act", "update", "env"):

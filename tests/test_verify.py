@@ -58,7 +58,7 @@ def test_a_wrong_circuit_is_caught_and_named(build, tmp_path):
     g = Graph.load(bad / "graph.json")
     # the popcount the policy hits on the first step of episode seed 0
     from dwc.ir import reference as ref
-    from dwc.sim.closed_loop import reference_episodes
+    from dwc.ir.closed_loop import reference_episodes
     ep = reference_episodes(g, "InvertedPendulum-v5", [0], max_steps=5)[0]
     pc = ref.popcounts(g, [ep["observations"][2]])[0, 0]
     g.action_tables[0][pc] += 1
@@ -92,8 +92,8 @@ def test_clear_errors(tmp_path, build, capsys):
 
 def published_size_build(tmp_path) -> Path:
     """An untrained DWC of the published size (2 x 1024 LUT6, B = 63) at Hopper-v5's dimensions."""
-    from dwc.compile import emit_verilog
-    from dwc.ir.freeze import untrained_graph
+    from dwc.flows.compile import emit_verilog
+    from dwc.frontends.freeze import untrained_graph
     g = untrained_graph(11, 3, env="Hopper-v5")
     assert g.counts()["luts"] > 2000 and g.counts()["comparators"] > 600
     g.save(tmp_path / "graph.json")
@@ -123,8 +123,8 @@ def test_episode_quantises_like_the_ir():
     import numpy as np
 
     from dwc.ir import reference as ref
-    from dwc.sim.closed_loop import Episode
-    from dwc.compile import freeze_run
+    from dwc.ir.closed_loop import Episode
+    from dwc.flows.compile import freeze_run
     g = freeze_run(POLICY)
     env = gym.make("InvertedPendulum-v5")
     ep = Episode(env, g, seed=0)
@@ -180,8 +180,8 @@ def test_hil_sim_for_other_policy_types(tmp_path, policy):
 
 def test_verify_and_hil_default_to_the_evaluation_seeds(build):
     """dwc eval, verify and hil evaluate the same episodes by default: the training seed + 10000."""
-    from dwc.config import EVAL_SEED_OFFSET
-    from dwc.verify import evaluation_seed
+    from dwc.core.config import EVAL_SEED_OFFSET
+    from dwc.sim.verify import evaluation_seed
     g = Graph.load(build / "graph.json")
     assert evaluation_seed(g) == g.meta["seed"] + EVAL_SEED_OFFSET
     g.meta.pop("seed")  # a graph compiled before the seed was recorded: its source run's config.json

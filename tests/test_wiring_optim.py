@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from dwc.cli import main
-from dwc.config import ActorConfig, SACConfig
+from dwc.core.config import ActorConfig, SACConfig
 from dwc.models import build_actor
 from dwc.models.lut import SOFTMAX_MARGIN, LUTLayer
-from dwc.rl.optim import WiringAdam
+from dwc.train.optim import WiringAdam
 from helpers import ENV, assert_one_line_error, run_cli, small_args
 
 
@@ -193,7 +193,7 @@ def test_scores_without_a_gradient_keep_their_value_and_moments():
 
 
 def _learner(seed=0, refresh=0):
-    from dwc.rl.sac import SACLearner
+    from dwc.train.sac import SACLearner
     torch.manual_seed(seed)
     cfg = ActorConfig(width=64, lut_inputs=4, thermo_bits=15, wiring_optim="sparse", wiring_refresh=refresh)
     actor = build_actor(cfg, 11, 3, [-1] * 3, [1] * 3)

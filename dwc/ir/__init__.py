@@ -1,4 +1,5 @@
-"""The LUT-graph IR: data structure, freezing from PyTorch, executors."""
-from .graph import LUT, SCHEMA_VERSION, Comparator, FixedFormat, Graph, IRError, Linear
+"""The LUT-graph IR that every front end lowers into and every back end reads: the graph, its
+validation, the optimisation passes and the executors (reference, fast, bit-sliced)."""
+from dwc.ir.graph import LUT, SCHEMA_VERSION, Comparator, FixedFormat, Graph, IRError, Linear
 
 __all__ = ["LUT", "SCHEMA_VERSION", "Comparator", "FixedFormat", "Graph", "IRError", "Linear"]

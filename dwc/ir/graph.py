@@ -46,7 +46,7 @@ def check_observation(obs, where: str = "") -> None:
     import numpy as np
     nan = np.isnan(np.asarray(obs, dtype=np.float64))
     if nan.any():
-        from ..errors import UserError
+        from dwc.core.errors import UserError
         dims = sorted({int(d) for d in np.nonzero(nan)[-1]})
         raise UserError(f"NaN observation{' ' + where if where else ''} (dimension(s) {dims}): a NaN has no "
                         f"fixed-point code, so no policy or circuit can act on it; the env's simulation has "
@@ -158,7 +158,7 @@ class Graph:
         }
 
     def save(self, path: Path) -> None:
-        from ..rundir import write_text
+        from dwc.core.rundir import write_text
         write_text(path, json.dumps(self.to_dict(), separators=(",", ":")) + "\n")
 
     @classmethod

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .graph import LUT, Graph
+from dwc.ir.graph import LUT, Graph
 
 Const = int  # 0 or 1 for a constant signal, None otherwise
 

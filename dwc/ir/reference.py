@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 
-from .graph import Graph, check_observation
+from dwc.ir.graph import Graph, check_observation
 
 
 def quantize_obs(g: Graph, obs: np.ndarray) -> np.ndarray:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..config import ActorConfig  # re-exported: the models API takes it
-from ..errors import UserError
-from .encoding import ObsNormalizer, Thermometer
-from .gates import GateLayer
-from .lut import LUTLayer
+from dwc.core.config import ActorConfig  # re-exported: the models API takes it
+from dwc.core.errors import UserError
+from dwc.models.encoding import ObsNormalizer, Thermometer
+from dwc.models.gates import GateLayer
+from dwc.models.lut import LUTLayer
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -60,7 +60,7 @@ class _Actor(nn.Module):
     def constrain_(self) -> None:
         pass
 
-    compute_dtype = torch.float32  # of the large training matmuls (see dwc.rl.common.resolve_precision)
+    compute_dtype = torch.float32  # of the large training matmuls (see dwc.train.common.resolve_precision)
 
     def set_precision(self, dtype: torch.dtype) -> None:
         """bf16 for the hidden matmul of an MLP actor and the wiring-score gradients of LUT layers;
@@ -282,7 +282,7 @@ class QMLPActor(_Actor):
 
     def __init__(self, obs_dim: int, action_dim: int, action_low, action_high, cfg: ActorConfig):
         super().__init__(obs_dim, action_low, action_high)
-        from .qmlp import QMLPNet
+        from dwc.models.qmlp import QMLPNet
         self.net = QMLPNet(obs_dim, action_dim, cfg)
         self.log_std_net = nn.Sequential(nn.Linear(obs_dim, cfg.logstd_hidden), nn.ReLU(),
                                          nn.Linear(cfg.logstd_hidden, action_dim))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .lut import balanced_random_wiring
+from dwc.models.lut import balanced_random_wiring
 
 # Truth table of function f as the bits f(a, b) at address a + 2b: tables 0..15 are all 16 functions.
 # Coefficients over (1, a, b, ab) that reproduce each table at the four corners, and relax it inside.

@@ -13,7 +13,7 @@ Backward:
 - learnable wiring: each input slot picks ``argmax`` of a weight row over all candidate sources;
   its weights get ``g * (2x - 1)`` and the source bits get ``g`` spread by ``softmax(w / tau)``.
   With ``wiring_optim="sparse"`` only the candidates near each slot's maximum (the softmax's
-  support) get that gradient, as a sparse tensor, for :class:`dwc.rl.optim.WiringAdam`.
+  support) get that gradient, as a sparse tensor, for :class:`dwc.train.optim.WiringAdam`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from . import native
+from dwc.models import native
 
 
 def _count_wiring_updates(optimizer, args, kwargs) -> None:
@@ -343,7 +343,7 @@ class LUTLayer(nn.Module):
     ``wiring_optim="sparse"`` gives the wiring scores a gradient on that support only (a sparse COO
     tensor; the published method, ``"dense"``, gives every candidate one): the other scores keep
     their values until they come within the margin again. An optimiser must take sparse gradients
-    for it (:class:`dwc.rl.optim.WiringAdam`).
+    for it (:class:`dwc.train.optim.WiringAdam`).
     ``source_pool`` (source indices) gives the layer an ``allowed`` mask: inputs are only ever read
     from allowed sources. A random wiring draws from the pool; a learnable one chooses among them,
     and :meth:`limit_sources_` narrows the mask during training (a comparator budget).
@@ -412,7 +412,7 @@ class LUTLayer(nn.Module):
 
     def dense_step_due(self) -> bool:
         """Whether the wiring's next optimiser step is a sparse update's dense refresh: its step count
-        (kept by :class:`dwc.rl.optim.WiringAdam` from Adam's own, so a resumed run keeps the rhythm)
+        (kept by :class:`dwc.train.optim.WiringAdam` from Adam's own, so a resumed run keeps the rhythm)
         reaches a multiple of ``dense_every``."""
         return bool(self.dense_every) and (getattr(self.wiring_weights, "dwc_steps", 0) + 1) % self.dense_every == 0
 
@@ -464,7 +464,7 @@ class LUTLayer(nn.Module):
         holds every entry within the margin of the maximum, and the maximum itself: each update reads
         the band's ~2x support entries instead of searching the whole matrix (two passes over 6.3M
         scores per layer at 1024 wide). A slot whose maximum has sunk further, a change that was not
-        :class:`dwc.rl.optim.WiringAdam`'s lazy step (loading a checkpoint, another optimiser) or a
+        :class:`dwc.train.optim.WiringAdam`'s lazy step (loading a checkpoint, another optimiser) or a
         new source mask starts a full search again."""
         w = self.wiring_weights.detach()  # the band holds allowed entries only: no mask to apply
         band = getattr(self, "_tracked", None)

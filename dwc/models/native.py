@@ -1,6 +1,6 @@
 """The CPU kernels of ``lut_native.c``, compiled with the system C compiler on first use.
 
-They are built and cached like the IR's fast executor (:func:`dwc.ir.fast.build`: ``-march=native``,
+They are built and cached like the IR's fast executor (:func:`dwc.core.cbuild.build`: ``-march=native``,
 keyed by the source, compiler, flags and this CPU, under ``~/.cache/dwc/fast`` or ``$DWC_CACHE_DIR``),
 so parallel training runs share one build. Without a C compiler, or with ``DWC_NATIVE=0``,
 :func:`library` is None and the LUT layers use their plain PyTorch code, which computes the same
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..ir.fast import build, c_compiler
+from dwc.core.cbuild import build, c_compiler
 
 SOURCE = Path(__file__).with_name("lut_native.c")
 FLAGS = ("-O3", "-fno-math-errno", "-std=c99")

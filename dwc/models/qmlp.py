@@ -112,7 +112,7 @@ class QMLPNet(nn.Module):
 
     def __init__(self, obs_dim: int, action_dim: int, cfg):
         super().__init__()
-        from .encoding import Thermometer
+        from dwc.models.encoding import Thermometer
         self.encoder = Thermometer(obs_dim, cfg.thermo_bits)
         sizes = [obs_dim] + [cfg.hidden] * cfg.layers
         self.hidden = nn.ModuleList(QLinear(sizes[i], sizes[i + 1], cfg.weight_bits, cfg.act_bits, False,

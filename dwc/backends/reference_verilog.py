@@ -1,0 +1,183 @@
+"""The IR as plain combinational Verilog: the independent specification ``dwc verify --formal``
+proves the compiled core against.
+
+Written straight from the IR's definition (:mod:`dwc.ir.graph`, the semantics of
+:mod:`dwc.ir.reference`) and as simply as Verilog allows, sharing nothing with the hardware
+generator in ``rtl/``: no pipeline, no clock, no leaf cells, no adder trees, no width tuning.
+
+* observation field ``d``: ``obs[lsb +: width]`` sign-extended to a 64-bit signed integer ``q<d>``;
+* comparator ``c``: ``assign c<c> = q<dim> >= threshold;`` (64-bit signed compare);
+* LUT ``j`` of layer ``l``: its truth table as a constant, one bit selected by the address
+  ``{input[arity-1], ..., input[0]}`` (address bit ``k`` = input ``k``);
+* popcount of group ``a``: the sum of its bits, ``b3 + b17 + ...``;
+* linear layer ``k`` (quantised MLPs): 64-bit signed arithmetic, as numpy's int64 does it:
+  ``acc = sum w * x + bias``, then the rounding shift (``>>>`` floors), then the clamp;
+* action table ``a``: a case statement from its index (the popcount, or code - lo) to the action.
+
+Ports are those of ``dwc_core`` without clock, reset and valid bits: ``obs`` in, ``action`` out,
+packed the same way (``dwc_core.json``: field ``o<d>`` at its ``lsb``, action ``a`` at ``a * width``).
+"""
+from __future__ import annotations
+
+from dwc.ir.graph import Graph, Linear
+
+INT = 64  # the integer width of every arithmetic value: numpy's int64
+
+
+def _int(v: int, width: int = INT) -> str:
+    """A signed Verilog constant of ``width`` bits (default 64)."""
+    return f"-{width}'sd{-v}" if v < 0 else f"{width}'sd{v}"
+
+
+def _hex(v: int, width: int) -> str:
+    """``v`` as a ``width``-bit two's-complement constant."""
+    return f"{width}'h{v & ((1 << width) - 1):x}"
+
+
+def _bits(n: int) -> int:
+    """Bits of an unsigned value holding 0..n."""
+    return max(1, n.bit_length())
+
+
+def _round_shift(v: str, lin: Linear, width: int) -> str:
+    """``round_shift(v, shift, rounding)`` of :mod:`dwc.ir.reference` on a signed expression."""
+    s = lin.shift
+    if s <= 0:
+        return f"{v} <<< {-s}"
+    half, one = _int(1 << (s - 1), width), _int(1, width)
+    if lin.rounding == "half_even":  # one less added when the floor is even
+        return f"({v} + {half} - {one} + (({v} >>> {s}) & {one})) >>> {s}"
+    return f"({v} + {half}) >>> {s}"
+
+
+def _signed_bits(lo: int, hi: int) -> int:
+    """Bits of a signed integer holding lo..hi."""
+    return max(lo.bit_length(), hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0) + 1
+
+
+def _linear_width(lin: Linear, ranges: list[tuple[int, int]]) -> int:
+    """One width for a linear layer's arithmetic that holds every value it can compute: the inputs, each
+    product and partial sum (bounded by the sums of the products' extremes and the bias), the rounding
+    constant added, the shifted value, and the clamp bounds. Up to 64 bits, as numpy's int64; a layer
+    needing more is refused (numpy would wrap around where the reference does not)."""
+    most = 1
+    for row, b in zip(lin.weights, lin.bias):
+        lo = hi = b
+        for w, (xl, xh) in zip(row, ranges):
+            lo, hi = lo + min(w * xl, w * xh), hi + max(w * xl, w * xh)
+        # partial sums lie between the sum of the negative and of the positive extremes
+        neg = b + sum(min(0, w * xl, w * xh) for w, (xl, xh) in zip(row, ranges))
+        pos = b + sum(max(0, w * xl, w * xh) for w, (xl, xh) in zip(row, ranges))
+        lo, hi = min(lo, neg, 0, b), max(hi, pos, 0, b)
+        if lin.shift > 0:
+            hi += 1 << (lin.shift - 1)
+        else:
+            lo, hi = lo << -lin.shift, hi << -lin.shift
+        most = max(most, _signed_bits(lo, hi))
+    most = max([most, _signed_bits(lin.lo, lin.hi)] + [_signed_bits(xl, xh) for xl, xh in ranges])
+    if most > INT:
+        raise ValueError(f"a linear layer needs {most}-bit arithmetic; the IR's reference executor computes in 64")
+    return most
+
+
+def _sum(terms: list[str], chunk: int | None) -> str:
+    """``t0 + t1 + ...``; with ``chunk``, bracketed as runs of ``chunk`` terms, then adjacent pairs of
+    partial sums (an odd one out joins the next level). Every bracketing is the same integer: the
+    declared width of the result (enough for all the terms being 1) is the width of every partial sum."""
+    if not terms:
+        return "1'b0"
+    if not chunk:
+        return " + ".join(terms)
+    level = [" + ".join(terms[i:i + chunk]) for i in range(0, len(terms), chunk)]
+    while len(level) > 1:
+        pairs = [f"({level[i]}) + ({level[i + 1]})" for i in range(0, len(level) - 1, 2)]
+        level = pairs + level[-1:] if len(level) % 2 else pairs
+    return level[0]
+
+
+def reference_verilog(g: Graph, name: str = "dwc_ref", chunk: int | None = None) -> str:
+    """Module ``name``: ``obs`` -> ``action``, combinational, exactly the IR's function.
+
+    ``chunk``: bracket each popcount's sum as runs of ``chunk`` bits, then pairs, the order a
+    circuit's adder tree adds them in (the compiled core's first-level counter size, ``dwc_core.json``
+    ``popcount_compressor``). The value is the same for every bracketing; a SAT solver, though, proves
+    two sums equal quickly only when their partial sums match (a flat 85-bit sum against the core's
+    tree takes minutes, the bracketed one a second)."""
+    obs_bits = sum(f.width for f in g.obs_formats)
+    aw = g.action_format.width
+    out = [f"// {name}: the policy's IR as plain combinational Verilog (dwc.backends.reference_verilog), the",
+           "// specification dwc verify --formal proves the compiled core against.",
+           f"module {name}(obs, action);",
+           f"  input [{obs_bits - 1}:0] obs;",
+           f"  output [{g.action_dim * aw - 1}:0] action;",
+           "  // observation: signed fixed-point fields, sign-extended to 64-bit integers"]
+    lsb = 0
+    for d, f in enumerate(g.obs_formats):  # one bit wider than the field: every threshold fits
+        out.append(f"  wire signed [{f.width}:0] q{d} = $signed(obs[{lsb + f.width - 1}:{lsb}]);")
+        lsb += f.width
+
+    out.append("  // comparators: bit c = q[dim] >= threshold (signed)")
+    for c, comp in enumerate(g.comparators):
+        out.append(f"  wire c{c} = q{comp.dim} >= {_int(comp.threshold, g.obs_formats[comp.dim].width + 1)};")
+    bits = [f"c{c}" for c in range(len(g.comparators))]
+
+    for l, layer in enumerate(g.layers):
+        out.append(f"  // LUT layer {l}: output = table[address], address bit k = input k")
+        names = []
+        for j, lut in enumerate(layer):
+            n = f"l{l}_{j}"
+            if lut.arity == 0:
+                out.append(f"  wire {n} = 1'b{lut.table & 1};")
+            else:
+                size = 1 << lut.arity
+                addr = ", ".join(bits[i] for i in reversed(lut.inputs))
+                out.append(f"  wire [{size - 1}:0] {n}_t = {size}'h{lut.table:x};")
+                out.append(f"  wire {n} = {n}_t[{{{addr}}}];")
+            names.append(n)
+        bits = names
+
+    out.append("  // popcounts: the number of ones among each group's bits" +
+               (f" (summed in runs of {chunk}, then pairs)" if chunk else ""))
+    for a, grp in enumerate(g.groups):
+        out.append(f"  wire [{_bits(len(grp)) - 1}:0] p{a} = {_sum([bits[i] for i in grp], chunk)};")
+    x = [f"p{a}" for a in range(len(g.groups))]
+
+    ranges = [(0, len(grp)) for grp in g.groups]  # the values each input of the next layer takes
+    width = INT
+    for k, lin in enumerate(g.linear):
+        width = _linear_width(lin, ranges)
+        out.append(f"  // linear layer {k}: y = clamp(round_shift(W x + b, {lin.shift}), {lin.lo}, {lin.hi}) in "
+                   f"{width}-bit signed arithmetic, which holds every value it computes")
+        xs = []
+        for i, v in enumerate(x):  # every operand signed, so the arithmetic is signed
+            xs.append(f"x{k}_{i}")
+            out.append(f"  wire signed [{width - 1}:0] x{k}_{i} = {v};")
+        y = []
+        for j in range(lin.outputs):
+            terms = [f"{_int(w, width)} * {xs[i]}" for i, w in enumerate(lin.weights[j]) if w]
+            acc, r = f"acc{k}_{j}", f"r{k}_{j}"
+            out.append(f"  wire signed [{width - 1}:0] {acc} = {' + '.join(terms + [_int(lin.bias[j], width)])};")
+            out.append(f"  wire signed [{width - 1}:0] {r} = {_round_shift(acc, lin, width)};")
+            lo, hi = _int(lin.lo, width), _int(lin.hi, width)
+            out.append(f"  wire signed [{width - 1}:0] y{k}_{j} = {r} < {lo} ? {lo} : {r} > {hi} ? {hi} : {r};")
+            y.append(f"y{k}_{j}")
+        x, ranges = y, [(lin.lo, lin.hi)] * lin.outputs
+
+    out.append("  // action tables: index -> fixed-point action")
+    for a, table in enumerate(g.action_tables):
+        if g.linear:
+            index = f"i{a}"
+            out.append(f"  wire signed [{width - 1}:0] {index} = {x[a]} - {_int(g.linear[-1].lo, width)};")
+        else:
+            index, width = x[a], _bits(len(g.groups[a]))
+        out.append(f"  reg [{aw - 1}:0] a{a};")
+        out.append("  always @* begin")
+        out.append(f"    case ({index})")
+        for i, v in enumerate(table):
+            out.append(f"      {width}'d{i}: a{a} = {_hex(v, aw)};")
+        out.append(f"      default: a{a} = {aw}'d0;  // no such index")
+        out.append("    endcase")
+        out.append("  end")
+    out.append(f"  assign action = {{{', '.join(f'a{a}' for a in reversed(range(g.action_dim)))}}};")
+    out.append("endmodule")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,212 @@
+"""``dwc build``: one command from a task to a verified bitstream, stage by stage.
+
+    train    OUT/run                    dwc train (or --from RUN); a killed run resumes
+    compile  OUT/circuit                freeze, passes, Verilog; the frozen circuit's episodes
+    verify   OUT/circuit                the Verilog in Verilator, closed loop on the same seeds
+    synth    OUT/circuit/synth/TARGET   yosys, nextpnr, bitstream, resources, energy estimate
+
+``OUT/build.json`` records, per stage, a digest of what it read (its options and the files it
+consumes) and what it found; a re-run skips every stage whose digest is unchanged and whose outputs
+exist, so an interrupted build continues where it stopped. ``OUT/summary.json`` holds the table.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+from statistics import fmean
+
+from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.errors import UserError
+from dwc.core.rundir import LOCK, hold_lock, write_json
+
+def digest(options: dict, files: list[Path] = ()) -> str:
+    """What a stage read: its options and the bytes of its input files."""
+    h = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode())
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
+class Manifest:
+    """OUT/build.json: per stage, the digest it ran with and its results."""
+
+    def __init__(self, out: Path):
+        self.path = out / "build.json"
+        self.stages = json.loads(self.path.read_text())["stages"] if self.path.exists() else {}
+
+    def fresh(self, stage: str, key: str, outputs: list[Path]) -> dict | None:
+        """The recorded result if ``stage`` already ran with ``key`` and its outputs are still there."""
+        rec = self.stages.get(stage)
+        if rec and rec["digest"] == key and all(Path(p).exists() for p in outputs):
+            return rec["result"]
+        return None
+
+    def record(self, stage: str, key: str, result: dict, seconds: float) -> dict:
+        # later stages need no invalidation here: their digests cover the files this stage writes
+        self.stages[stage] = {"digest": key, "result": result, "seconds": round(seconds, 1)}
+        write_json(self.path, {"stages": self.stages})
+        return result
+
+
+def build(out: Path, *args, **kwargs) -> dict:
+    """Run the stages that are not up to date; returns the summary (also OUT/summary.json). A build
+    that fails before writing anything leaves no empty OUT folder behind."""
+    out = Path(out)
+    new = not out.exists()
+    lock = hold_lock(out, "dwc build")  # two builds in one folder would write each other's stages
+    try:
+        return _build(out, *args, **kwargs)
+    except BaseException:
+        if new and out.is_dir() and all(p.name == LOCK for p in out.iterdir()):
+            shutil.rmtree(out)
+        raise
+    finally:
+        if lock:
+            lock.close()
+
+
+def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = "ecp5-25k",
+           pipeline: int | str = "max", episodes: int = 3, freq: float = DEFAULT_FREQ_MHZ, progress: bool = True,
+           log=print, input_register: bool = True) -> dict:
+    from dwc.flows.compile import compile_run
+    from dwc.core.config import OPTIONS, option_value, resume_config, train_command
+    from dwc.fpga.synth import FAMILY_DEVICES, device_for, synth_smallest, target_names
+    from dwc.core.config import EVAL_SEED_OFFSET
+    from dwc.flows.evaluate import evaluate_run, train_and_evaluate
+    from dwc.core.rundir import load_config
+    from dwc.sim.verify import verify
+
+    if target != "none" and target not in target_names():
+        raise UserError(f"--target {target!r}: choose from {', '.join(target_names())} or none")
+    if pipeline == "auto" and (target == "none" or not device_for(target).nextpnr):
+        raise UserError("--pipeline auto measures Fmax by place and route: give an ECP5 or iCE40 --target")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    man = Manifest(out)
+    ran, skipped = [], []
+
+    def stage(name: str, key: str, outputs: list[Path], work):
+        found = man.fresh(name, key, outputs)
+        if found is not None:
+            skipped.append(name)
+            log(f"[{name}] up to date (inputs unchanged), skipped")
+            return found
+        log(f"[{name}] running ...")
+        t0 = time.perf_counter()
+        result = work()
+        ran.append(name)
+        return man.record(name, key, result, time.perf_counter() - t0)
+
+    # train
+    if from_run is not None:
+        run = Path(from_run)
+        if not (run / "config.json").exists():
+            raise UserError(f"--from {run}: not a run or policy folder (no config.json)")
+        log(f"[train] from {run}, skipped")
+    else:
+        run = out / "run"
+        cfg_dict = train_cfg.to_dict()
+
+        def do_train():
+            cfg, resume = train_cfg, (run / "checkpoint.pt").exists()
+            if resume:  # an interrupted or shorter run of this build: trained on, if it trains the same thing
+                cfg = resume_config(load_config(run), {k: option_value(train_cfg, k) for k in OPTIONS},
+                                    flags={"target": "--train-target"})
+            r = train_and_evaluate(cfg, run, resume=resume, progress=progress, log=log,
+                                   command=train_command(cfg, run, resume=resume))
+            return {"train_steps": r["train_steps"], "mean_return": r["mean_return"]}
+        stage("train", digest(cfg_dict), [run / "checkpoint.pt", run / "eval.json"], do_train)
+    cfg = load_config(run)
+    env = env or cfg.env
+    if env != cfg.env:
+        raise UserError(f"--env {env}: the policy in {run} was trained on {cfg.env}")
+    seed = cfg.seed + EVAL_SEED_OFFSET  # the evaluation seeds: frozen and RTL episodes are the same episodes
+    circuit = out / "circuit"
+
+    # compile, and the float and frozen policies on the evaluation episodes
+    def do_compile():
+        c = compile_run(run, circuit, pipeline=pipeline, target=None if target == "none" else target, freq=freq,
+                        log=log, input_register=input_register)
+        ev = evaluate_run(run, episodes, seed=seed, progress=progress, frozen=True, write=False)
+        return {"float_returns": ev["returns"], "frozen_returns": ev["frozen"]["returns"],
+                "ir_luts": c["counts"]["luts"], "comparators": c["counts"]["comparators"],
+                "latency_cycles": c["hdl"]["latency_cycles"], "policy": ev["policy"], "train_steps": ev["train_steps"]}
+    # what else shapes the circuit: with auto, the clock (it picks the stages); the input register only
+    # when dropped, so earlier builds' keys stay valid
+    shape = ({"freq": freq} if pipeline == "auto" else {}) | ({} if input_register else {"input_register": False})
+    # the target picks the popcount structure (and, with auto, the stages)
+    comp = stage("compile", digest({"pipeline": pipeline, "target": target, "episodes": episodes, "seed": seed, **shape},
+                                   [run / "checkpoint.pt", run / "config.json"]),
+                 [circuit / "graph.json", circuit / "dwc_core.v"], do_compile)
+
+    # verify: the same episodes with every action from the Verilog
+    def do_verify():
+        r = verify(circuit, env, episodes, seed=seed, progress=progress, log=log)
+        if not r["passed"]:
+            raise UserError(f"verification failed: {r['mismatches']} mismatches; see {circuit / 'verify_report.json'}")
+        return {"rtl_returns": r["return_rtl"], "mismatches": r["mismatches"], "steps": r["steps"]}
+    ver = stage("verify", digest({"episodes": episodes, "seed": seed}, [circuit / "graph.json", circuit / "dwc_core.v"]),
+                [circuit / "verify_report.json"], do_verify)
+
+    # synth
+    syn = None
+    if target != "none":
+        def do_synth():
+            r = synth_smallest(circuit, target, freq, log=log)  # its tools' progress, with seconds
+            # ECP5: LUT4 sites counts the carry cells' LUTs too (the comparators' and adders' CCU2C)
+            return {"target": r["target"], "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
+                    "fmax_mhz": r["fmax_mhz"], "requested_mhz": r.get("requested_mhz"), "timing_met": r.get("timing_met"),
+                    "clock_required": r.get("clock_required"),
+                    "cells": r.get("cells"), "utilisation": r.get("utilisation"),
+                    "utilisation_of": r.get("utilisation_of"), "constraints": r.get("constraints"),
+                    "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"],
+                    "too_small": r.get("smallest_fit", {}).get("too_small")}
+        key = digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"])
+        # a family's device is known once synthesised: its report is checked through the recorded target
+        done = man.fresh("synth", key, []) if target in FAMILY_DEVICES else None
+        syn = stage("synth", key, [circuit / "synth" / (done["target"] if done else target) / "report.json"], do_synth)
+
+    summary = {"env": env, "run": str(run), "policy": comp["policy"], "train_steps": comp.get("train_steps"),
+               "episodes": episodes, "seed": seed,
+               "float_return": fmean(comp["float_returns"]), "frozen_return": fmean(comp["frozen_returns"]),
+               "rtl_return": fmean(ver["rtl_returns"]),
+               "rtl_equals_frozen": [round(r, 6) for r in ver["rtl_returns"]] == [round(r, 6) for r in comp["frozen_returns"]],
+               "latency_cycles": comp["latency_cycles"], "ir_luts": comp["ir_luts"],
+               "comparators": comp["comparators"], "synth": syn,
+               "stages_run": ran, "stages_skipped": skipped, "circuit": str(circuit)}
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def summary_table(s: dict) -> str:
+    syn = s["synth"] or {}
+    rows = [("env / policy", f"{s['env']} / {s['policy']} ({s['run']})"),
+            ("float return", f"{s['float_return']:.1f}  (mean of {s['episodes']} deterministic episodes)"),
+            ("frozen return", f"{s['frozen_return']:.1f}  (integer circuit, reference executor)"),
+            ("RTL return", f"{s['rtl_return']:.1f}  (Verilog in Verilator; "
+                           f"{'equal to frozen, episode by episode' if s['rtl_equals_frozen'] else 'DIFFERS from frozen'})"),
+            ("latency", f"{s['latency_cycles']} cycles"),
+            ("IR LUTs", str(s["ir_luts"]))]
+    if syn:
+        from dwc.fpga.synth import timing_text
+        rows += [(f"{syn['target']} LUTs / FFs", f"{syn['luts']} / {syn['ffs']}  (the core alone)")]
+        if syn.get("too_small"):
+            rows.append(("too small", f"{', '.join(syn['too_small'])} (the smallest device of the family it fits: "
+                                      f"{syn['target']})"))
+        if syn.get("cells"):
+            c = syn["cells"]
+            rows.append(("placed cells", f"{c['used']} {c['kind']} of {c['available']}; {syn['utilisation']:.0%} of the "
+                                         f"device's {syn['utilisation_of']} (core + shell)"))
+        rows += [("timing", timing_text(syn["fmax_mhz"], syn.get("requested_mhz"), syn.get("clock_required", True))
+                  if "requested_mhz" in syn
+                  else f"Fmax {syn['fmax_mhz']} MHz"),
+                 ("energy / action", f"{syn['nj_per_action']} nJ (estimate)"),
+                 ("bitstream", str(syn["bitstream"]))]
+        if syn.get("constraints"):
+            rows.append(("pins", syn["constraints"]))
+    rows.append(("stages", f"ran {', '.join(s['stages_run']) or 'none'}; up to date: {', '.join(s['stages_skipped']) or 'none'}"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

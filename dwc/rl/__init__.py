@@ -1,1 +1,0 @@
-"""Reinforcement learning: SAC and PPO loops, DAgger distillation, replay, run directories, evaluation."""

@@ -1,0 +1,80 @@
+"""The skeleton every training algorithm runs in (SAC, PPO, distillation). The algorithm's own file
+keeps its collect and update steps; what is the same for all of them is here: the env-step counter
+and progress bar, the episode returns, the periodic metrics (charts/SPS, the circuit's size, how settled
+a learnable wiring is),
+checkpoints (every ``--checkpoint-every`` steps and at the end) and Ctrl-C/SIGTERM::
+
+    with train_loop(run, envs, actor, state) as loop:
+        while loop.step < cfg.steps:
+            ...                                  # act, envs.step
+            loop.advance(n, rewards, dones)      # n more env steps
+            ...                                  # update
+            loop.report({"losses/...": ..., "charts/SPS": loop.sps()})
+            loop.checkpoint_if_due()
+    # left normally: a final checkpoint. By Ctrl-C or SIGTERM (KeyboardInterrupt): a checkpoint at the
+    # current step, then the interrupt goes on to the CLI, which says how to resume.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable
+
+from dwc.train.common import EpisodeTracker, RateMeter
+from dwc.train.run import RunDir
+
+
+class TrainLoop:
+    """The run's progress: ``step`` (env steps so far, from the checkpoint on resume), the progress bar,
+    episode returns, SPS and checkpoints. ``state(step)`` is what the algorithm checkpoints besides the
+    step (RunDir adds the config and the RNG states)."""
+
+    def __init__(self, run: RunDir, actor, state: Callable[[int], dict]):
+        self.run, self.actor, self.state = run, actor, state
+        self.step = self.last_checkpoint = run.start_step
+        self.episodes = EpisodeTracker(run.cfg.num_envs)
+        self.bar = run.start_progress(run.cfg.steps)
+        self.meter = RateMeter(self.step)
+
+    def advance(self, n: int, rewards, dones) -> None:
+        """``n`` more env steps, whose rewards and ends (one per env) go to the episode returns."""
+        self.step += n
+        self.episodes.step(self.run, self.step, rewards, dones)
+        self.bar.update(n)
+
+    def sps(self) -> float:
+        """Env steps per second since the previous call."""
+        return self.meter.rate(self.step)
+
+    def report(self, scalars: dict, **postfix) -> None:
+        """Log ``scalars``, the actor's circuit size and its wiring's candidates per input at this step;
+        the bar shows the recent return, the last SPS and ``postfix``."""
+        self.run.log(self.step, **scalars, **{f"circuit/{k}": v for k, v in self.actor.circuit_stats().items()},
+                     **{f"wiring/{k}": v for k, v in self.actor.wiring_stats().items()})
+        self.bar.set_postfix(**self.episodes.postfix(self.meter.last), **postfix)
+
+    def checkpoint(self) -> None:
+        self.run.save_checkpoint({"step": self.step, **self.state(self.step)})
+        self.last_checkpoint = self.step
+
+    def checkpoint_if_due(self) -> None:
+        if self.step - self.last_checkpoint >= self.run.cfg.checkpoint_every:
+            self.checkpoint()
+
+
+@contextlib.contextmanager
+def train_loop(run: RunDir, envs, actor, state: Callable[[int], dict], checkpoint_on_interrupt: bool = True):
+    """A :class:`TrainLoop` for the block; at its end a checkpoint and ``envs`` closed (None: the caller
+    closes them, after every checkpoint that reads them). Without
+    ``checkpoint_on_interrupt`` an interrupt keeps the last periodic checkpoint (PPO's, whose state
+    is only whole between iterations)."""
+    loop = TrainLoop(run, actor, state)
+    try:
+        yield loop
+        loop.checkpoint()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep everything up to this step
+        if checkpoint_on_interrupt:
+            loop.checkpoint()
+        raise
+    finally:
+        if envs is not None:
+            envs.close()
