@@ -166,7 +166,7 @@ def _add_train_options(p, target_flag: str = "--target", episodes: bool = True):
     s = p.add_argument_group("SAC (defaults: the SAC authors' hyper-parameters as Stable-Baselines3 ships them, "
                              "5k random steps; the paper's CleanRL-style protocol as dwc ran it before is --q-lr 1e-3 "
                              "--alpha-lr 1e-3 --adam-eps 1e-5 --policy-frequency 2 --alpha 0.2 --critic-input "
-                             "normalized, as configs/paper.yaml pins it; docs/referee says why the defaults changed)")
+                             "normalized, as configs/paper.yaml pins it; results/referee says why the defaults changed)")
     s.add_argument("--learning-starts", type=int, help="random-action steps before updates (default 5000)")
     s.add_argument("--batch-size", type=int, help="minibatch, also of --algo distill (default 256)")
     s.add_argument("--buffer-size", type=int, help="replay capacity (default 1000000)")
@@ -307,7 +307,7 @@ def _add_export(sub):
                        epilog="examples:\n  dwc export runs/hopper-dwc --out policies/hopper-v5-dwc\n"
                               "  dwc export sweeps/five-tasks --task Ant-v5 --config dwc --out policies/ant-v5-dwc"
                               "   # its median seed\n"
-                              "  dwc export sweeps/five-tasks --all --out docs/five-tasks/sweep   # every run, slim\n"
+                              "  dwc export sweeps/five-tasks --all --out results/five-tasks/sweep   # every run, slim\n"
                               "  dwc compile policies/hopper-v5-dwc --out build/hopper\n"
                               "  dwc export --c build/hopper                     # build/hopper/dwc_policy.h, "
                               "dwc_policy_act_f() etc.\n"

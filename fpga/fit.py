@@ -31,7 +31,7 @@ FF_KIND = {"ice40": None, "ecp5": "TRELLIS_FF"}  # iCE40 flip-flops live in the 
 RAM_KIND = {"ice40": ("SB_RAM40_4K", "ICESTORM_RAM"), "ecp5": ("DP16KD", "DP16KD")}
 
 # Accuracy: how close the prediction came to nextpnr 0.11.1's own count (yosys 0.70), on this repository's
-# designs (docs/fpga-cells: the shipped policies at the deepest pipeline, 100 MHz requested; "pack"
+# designs (results/fpga-cells: the shipped policies at the deepest pipeline, 100 MHz requested; "pack"
 # = nextpnr --pack-only on the same netlist, scripts/fit_check.py, for designs refused before place
 # and route). Core + shell is the netlist nextpnr places; the core alone is the early check.
 #

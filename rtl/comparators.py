@@ -14,7 +14,7 @@ left between them and the comparator bits. Measured on the comparator bank alone
 0.70; LUT4 sites = LUT4 + 2 per CCU2C): Hopper DWC, 326 comparators, ECP5 1,237 sites (registered as
 in the core: 1,351 and 406 flip-flops; one full-width
 compare per threshold: 5,449 as carry chains, 1,299 as soft logic), iCE40 1,234 LUT4 (4,562 SB_CARRY),
-xc7 1,008 LUT6 (1,379 LUT + 325 CARRY4). docs/comparators/ compares the two lowerings placed and routed.
+xc7 1,008 LUT6 (1,379 LUT + 325 CARRY4). results/comparators/ compares the two lowerings placed and routed.
 
 ``full``: one full-width compare with a constant per threshold (``dwc_cmp``, or ``dwc_cmp_carry``
 whose result is a carry out, for deep pipelines); synthesis picks carry chains or soft logic by its

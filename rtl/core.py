@@ -133,7 +133,7 @@ class DWCCore(wiring.Component):
             # the carry-out form lets the comparator register pack at the chain's end. The shared one
             # takes the observation's register into the bank: it registers each threshold's result over
             # the lower digits (and the top digit's compares) in its place, so one LUT level is left
-            # before the next register (Hopper DWC, pipeline max, ECP5: docs/comparators/)
+            # before the next register (Hopper DWC, pipeline max, ECP5: results/comparators/)
             shared = self.comparators == "shared"
             m.submodules.comparators = bank = ComparatorBank(g, cells, carry=bool(self.tree_cuts),
                                                              lowering=self.comparators,

@@ -25,9 +25,9 @@ each measurement, with the other processes using the CPU at the start (name and 
 autogroup scheduling (recorded) the K processes and the one process, all started from this script's
 session, get the same share of a busy machine; without it K processes would get K shares.
 
-Example (what docs/bench-seeds/ holds):
+Example (what results/bench-seeds/ holds):
   .venv/bin/python scripts/bench_seeds.py --env Hopper-v5 --policy mlp --ks 2,4 --together-threads 1,2 \\
-      --learning-starts 200 --measure-steps 400 --rounds 2 --json docs/bench-seeds/hopper-mlp.json
+      --learning-starts 200 --measure-steps 400 --rounds 2 --json results/bench-seeds/hopper-mlp.json
 """
 from __future__ import annotations
 

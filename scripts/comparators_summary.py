@@ -6,7 +6,7 @@ Reads DIR/<policy>-<target>-<lowering>[-p<K>].report.json (dwc synth's report.js
 design refused before place and route, the refusal in DIR/<same name>.synth.log; writes
 DIR/summary.json and prints the table as Markdown.
 
-    python scripts/comparators_summary.py docs/comparators
+    python scripts/comparators_summary.py results/comparators
 """
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ def test_linked_artefacts_are_not_ignored():
     assert not out.stdout.strip(), "linked but ignored by git:\n" + out.stdout
 
 
-RUNS = ROOT / "docs" / "five-tasks" / "sweep" / "runs"
+RUNS = ROOT / "results" / "five-tasks" / "sweep" / "runs"
 
 
 def archived_returns(task: str, config: str) -> list[float]:
@@ -62,9 +62,9 @@ def archived_returns(task: str, config: str) -> list[float]:
 
 def test_five_task_returns_in_the_docs_are_the_archived_runs():
     """The five-task tables give, per task and policy, the median over the archived seeds and each
-    seed's return: they are what the runs in docs/five-tasks/sweep recorded, so a newly finished
+    seed's return: they are what the runs in results/five-tasks/sweep recorded, so a newly finished
     seed cannot leave a stale figure. The README and docs/results.md: one cell per policy (median
-    first, then the seeds); docs/five-tasks/README.md: one row per config (the seeds, then the median)."""
+    first, then the seeds); results/five-tasks/README.md: one row per config (the seeds, then the median)."""
     import statistics
     one = lambda x: round(x, 1)  # noqa: E731 (the docs give one decimal)
     numbers = lambda cell: [float(x) for x in re.findall(r"\d+\.\d", cell)]  # noqa: E731
@@ -84,7 +84,7 @@ def test_five_task_returns_in_the_docs_are_the_archived_runs():
             checked.append((task, config))
     assert len(checked) == 16, checked  # 4 tasks x 2 policies, in the README and in docs/results.md
     rows = re.findall(r"^\| (\w+-v5) \| ([\w-]+) \| (\d+) of \d+ \| (.*?) \|",
-                      (ROOT / "docs/five-tasks/README.md").read_text(), re.M)
+                      (ROOT / "results/five-tasks/README.md").read_text(), re.M)
     for task, config, finished, cell in rows:
         deployed, shown = archived_returns(task, config), numbers(cell)
         assert int(finished) == len(deployed) and shown[:len(deployed)] == [one(x) for x in deployed], (task, config, cell)

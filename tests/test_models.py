@@ -415,7 +415,7 @@ def test_precision_changes_gradients_not_the_circuit():
     assert not torch.equal(mean32, mean16) and torch.allclose(mean32, mean16, atol=0.05)
     cpu = torch.device("cpu")
     assert resolve_precision("float32", cpu) == torch.float32 and resolve_precision("bfloat16", cpu) == torch.bfloat16
-    assert resolve_precision("auto", cpu) == torch.float32  # bf16 cost the MLP return (docs/hopper-ab): opt-in only
+    assert resolve_precision("auto", cpu) == torch.float32  # bf16 cost the MLP return (results/hopper-ab): opt-in only
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():  # the speed probe (benchmarks, help) agrees with the CPU flags the kernel reports
         fast_flags = set(cpuinfo.read_text().split()) & {"amx_tile", "avx512_bf16"}

@@ -60,7 +60,7 @@ class SACConfig:
     3e-4, for actor, critics and entropy coefficient; that coefficient tuned from 1.0; the actor stepped
     with every critic step; critics reading the raw observation), with the paper's 5k random steps.
     The paper's CleanRL-style protocol (critic lr 1e-3, actor every 2nd step) left the MLP baseline far
-    behind a stock SAC on Ant-v5; docs/referee measures both. configs/paper.yaml pins the paper's."""
+    behind a stock SAC on Ant-v5; results/referee measures both. configs/paper.yaml pins the paper's."""
     buffer_size: int = 1_000_000
     gamma: float = 0.99
     tau: float = 0.005

@@ -62,7 +62,7 @@ class ToolStopped(Exception):
 # nextpnr's default router (router1) routes most cores in seconds and gives the better Fmax (Ant's DWC:
 # 222 MHz against router2's 151), but on a congested core its last arcs can take very long
 # (Humanoid's DWC on an ECP5-25k: over 45 minutes in a sweep without finishing its last of 40,351 arcs, its
-# batches of 1,000 growing slower); router2 routes that core in 20 s (docs/routing). So router1 gets
+# batches of 1,000 growing slower); router2 routes that core in 20 s (results/routing). So router1 gets
 # this long, then router2.
 ROUTE_BUDGET_S = 600.0
 _ROUTING_STARTED = re.compile(r"^Info: Routing \d+ arcs")  # router1's first line of real routing

@@ -56,7 +56,7 @@ def popcount_compressor(graph: Graph, target: str | None = None) -> int:
 
 # Constant multipliers in the Verilog, and what synthesis made of them here (yosys + nextpnr, ECP5, 2 CPU
 # cores): 132 (the shipped 2 x 16 quantised MLP) took 83 s in all; 1,612 (2 x 64) did not finish in
-# 10 minutes (docs/qmlp-cost/). Above this many, compile says so before a long verify or synth starts.
+# 10 minutes (results/qmlp-cost/). Above this many, compile says so before a long verify or synth starts.
 SLOW_MULTIPLIERS = 400
 
 

@@ -48,7 +48,7 @@ def resolve_precision(name: str, device: torch.device) -> torch.dtype:
     the LUT layers' wiring-score gradient. Everything else (LUT forward and tables, EFD, losses,
     optimiser state, inference) stays float32, and a DWC's circuit is exact whatever this is.
     ``auto`` is float32 everywhere: bf16 is faster where :func:`fast_bf16`, but over 5 paired Hopper
-    seeds (docs/hopper-ab) it cost the MLP return (IQM ratio 0.81), and a DWC pairs with its MLP
+    seeds (results/hopper-ab) it cost the MLP return (IQM ratio 0.81), and a DWC pairs with its MLP
     baseline only at the same precision, so bf16 is only taken when asked for (``bfloat16``)."""
     if name not in PRECISIONS:
         raise UserError(f"--precision {name!r}: choose from {', '.join(PRECISIONS)}")

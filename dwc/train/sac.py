@@ -1,12 +1,12 @@
 """Soft Actor-Critic, CleanRL-style: one loop you can read top to bottom.
 
-The SAC authors' hyper-parameters by default (see SACConfig; docs/referee holds them to Stable-Baselines3's
+The SAC authors' hyper-parameters by default (see SACConfig; results/referee holds them to Stable-Baselines3's
 SAC). Float twin-Q critics that read the raw observation; the actor is either the DWC or the MLP
 baseline (same interface). Speed choices, each measured (scripts/bench_train.py):
 - the twin critics are one batched module (one bmm per layer instead of two matmuls);
 - the actor step does not compute critic weight-gradients (critic params frozen during it);
 - ``--precision bfloat16`` (fast on CPUs with AMX or AVX512-BF16; ``auto`` is float32: over 5 paired
-  Hopper seeds bf16 cost the MLP return, docs/hopper-ab): the critics' and the MLP actor's hidden layer and the LUT
+  Hopper seeds bf16 cost the MLP return, results/hopper-ab): the critics' and the MLP actor's hidden layer and the LUT
   layers' wiring-score gradient in bf16, everything else float32;
 - on CUDA the whole update, and the acting forward, are replayed as CUDA graphs (:class:`GraphedCall`):
   at batch 256 a GPU update is bound by ~200 kernel launches from Python, not by arithmetic.
