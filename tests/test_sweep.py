@@ -203,7 +203,7 @@ def test_spec_errors_are_one_line(tmp_path, capsys, text, message):
 
 def test_recorded_command_rebuilds_the_same_config(tmp_path):
     """commands.txt of a sweep run holds a dwc train command that trains exactly that run."""
-    from dwc.cli import _train_config
+    from dwc.cli.train import train_config
     spec = load_spec(write_spec(tmp_path / "s.yaml", """
 tasks: [Hopper-v5]
 seeds: [7]
@@ -213,7 +213,7 @@ configs: {q: {policy: qmlp, fan_in: 3, weight_bits: 3, actor_lr: 0.001, cuda_gra
     job = spec.jobs(tmp_path)[0]
     words = train_command(job.cfg, tmp_path / "run")
     args = build_parser().parse_args(words[1:])
-    assert _train_config(args).to_dict() == job.cfg.to_dict()
+    assert train_config(args).to_dict() == job.cfg.to_dict()
 
 
 def test_quartiles_and_aggregate():

@@ -1,0 +1,50 @@
+"""dwc eval: deterministic episodes of a trained run (and of its frozen circuit), written to RUN/eval.json."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dwc.cli.options import count, show
+
+def add(sub):
+    p = sub.add_parser("eval", help="evaluate a trained run deterministically",
+                       description="Run deterministic episodes of a trained run and write RUN/eval.json "
+                                   "(env, episodes, mean/median/std/min/max return, per-episode returns).",
+                       epilog="examples:\n  dwc eval runs/hopper-dwc --episodes 20 --json\n"
+                              "  dwc eval policies/hopper-v5-dwc --frozen --out /tmp/hopper-eval.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", type=Path, help="run directory written by dwc train")
+    p.add_argument("--episodes", type=count, default=10, help="number of episodes (default 10)")
+    p.add_argument("--seed", type=int, help="first episode seed (default: the run's seed + 10000)")
+    p.add_argument("--device", default="cpu", help="auto | cpu | cuda (default cpu)")
+    p.add_argument("--frozen", action="store_true",
+                   help="also evaluate the frozen integer circuit (the IR dwc compile writes) on the same seeds")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--out", type=Path, metavar="FILE",
+                   help="write the evaluation here (default RUN/eval.json; an exported policy's recorded "
+                        "eval.json, e.g. in policies/, is never overwritten: pass --out to save a new one)")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def run(args) -> int:
+    from dwc.core.rundir import load_config
+    load_config(args.run)  # a wrong path fails at once, before torch is imported
+    from dwc.flows.evaluate import eval_text, evaluate_run
+    from dwc.flows.export import is_exported
+    from dwc.core.rundir import hold_lock, write_json
+    out = args.out or (None if is_exported(args.run) else args.run / "eval.json")
+    # The run's own eval.json belongs to its training, which writes it at the end: not while it trains.
+    lock = hold_lock(args.run, "dwc eval", "Its eval.json is written when the training ends; to evaluate "
+                     "the latest checkpoint now, pass --out FILE") if args.out is None and out is not None else None
+    result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed,
+                          progress=not args.no_progress, frozen=args.frozen, write=False)
+    if out is not None:
+        write_json(out, result)
+    if lock is not None:
+        lock.close()
+    show(args, result, eval_text)
+    print(f"wrote {out}" if out is not None else
+          f"{args.run} is an exported policy: its recorded eval.json is kept; --out FILE saves this evaluation",
+          file=sys.stderr)
+    return 0

@@ -1,0 +1,97 @@
+"""What several subcommands share: argument types checked as the command line is read, the option
+groups of dwc compile, import and build, and how a command prints progress and its result."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from dwc.core.config import OPTIONS
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
+def count(text: str) -> int:
+    """A count of at least one (episodes, ...), checked when the command line is read."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return n
+
+
+def pipeline_stages(text: str) -> int | str:
+    if text in ("max", "auto"):
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of stages, max or auto, got {text!r}") from None
+
+
+def add_input_register(p):
+    p.add_argument("--input-register", action=argparse.BooleanOptionalAction, default=True,
+                   help="register the observation where it enters the core (default). --no-input-register feeds "
+                        "it to the logic directly, so the first register after it samples it: one cycle less. "
+                        "With --pipeline 0 the whole path from observation to action is then one clock period, "
+                        "the lowest latency in nanoseconds (at the lowest Fmax); the observation must come from "
+                        "a register clocked with the core, as in the serial shell")
+
+
+def add_build_options(p):
+    p.add_argument("--out", type=Path, required=True, help="build directory")
+    p.add_argument("--obs-width", type=int, default=16, help="observation fixed-point width in bits (default 16)")
+    p.add_argument("--act-width", type=int, default=16, help="action fixed-point width in bits (default 16)")
+
+
+def add_hdl_options(p):
+    p.add_argument("--table-bits", type=int, default=None, metavar="N",
+                   help="quantised MLPs: a neuron whose nonzero-weight inputs total at most N bits (fan-in x "
+                        "bits) is enumerated into lookup tables, LogicNets style; wider ones become "
+                        "constant-coefficient arithmetic (default 8; 0 = always arithmetic)")
+    p.add_argument("--pipeline", type=pipeline_stages, default=0, metavar="K|max|auto",
+                   help="register stages inside the core: 0 = minimum latency (registered I/O around one "
+                        "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
+                        "comparators, after each LUT layer and after the popcounts (and each linear layer); more "
+                        "split the popcount adder trees evenly, for Fmax; max = all of them; auto (dwc compile "
+                        "and build) = the fewest stages that reach --freq on --target, found by synthesis and "
+                        "place and route of the candidates (a binary search, ~4 runs) (default 0)")
+
+
+def log_for(args):
+    """Progress lines: stdout, or stderr when stdout carries --json."""
+    return (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else (lambda *a: print(*a, flush=True))
+
+
+def duration(text: str) -> float:
+    """'2h', '90m', '1h30m', '600s' or '600' (seconds) as seconds."""
+    import re
+    m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", text.strip())
+    seconds = sum(float(x or 0) * k for x, k in zip(m.groups(), (3600, 60, 1))) if m else 0.0
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time: give hours, minutes and/or seconds, e.g. 2h, 90m, "
+                                         f"1h30m, 600s")
+    return seconds
+
+
+def given_options(args, leave_out: tuple[str, ...] = ()) -> dict:
+    """The training options (dwc.core.config.OPTIONS) given on the command line, by name."""
+    return {k: v for k, v in vars(args).items() if v is not None and k in OPTIONS and k not in leave_out}
+
+
+def quiet_log(args):
+    """Progress lines on stdout, or none when stdout carries --json."""
+    return (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
+
+
+def show(args, result, text) -> None:
+    """A command's result: as JSON with --json, else as ``text(result)`` says it."""
+    print(json.dumps(result, indent=2) if args.json else text(result))

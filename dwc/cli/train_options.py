@@ -1,0 +1,129 @@
+"""dwc train's options (all but --out, --resume and --seeds), shared by dwc build so that both train the
+same run: each option's name, default and help are said once, here."""
+from __future__ import annotations
+
+from dwc.cli.options import count
+
+TRAIN_TARGET_HELP = ("FPGA family the circuit is for: ecp5 | ice40 (4-input LUTs) | xc7 (6-input LUTs); sets "
+                     "--lut-inputs to the fabric's LUT so one trained LUT is one LUT cell (a synth target name such "
+                     "as ecp5-25k also works)")
+
+
+EPISODES_HELP = "deterministic episodes evaluated at the end of training (default 10)"
+
+
+def add_train_options(p, target_flag: str = "--target", episodes: bool = True):
+    """dwc train's options (all but --out/--resume), shared by dwc build so that both train the same run.
+    dwc build calls the training --target ``--train-target``, its own --target being the synthesis target,
+    and gives --episodes itself (``episodes=False``): there it counts the RTL's episodes too."""
+    _add_run_options(p, episodes)
+    _add_circuit_options(p, target_flag)
+    _add_learner_options(p)
+
+
+def _add_run_options(p, episodes: bool):
+    """The task, the algorithm and how the run is carried out."""
+    p.add_argument("--env", help="Gymnasium env id with Box spaces (default InvertedPendulum-v5)")
+    p.add_argument("--policy", choices=["dwc", "gates", "qmlp", "mlp"],
+                   help="actor type: dwc (LUT layers), gates (logic-gate network: 2-input gates choosing among "
+                        "the 16 Boolean functions, random wiring; --layers/--width/--thermo-bits apply), qmlp "
+                        "(quantised MLP, power-of-two scales; --layers hidden layers of --hidden, --weight-bits, "
+                        "--act-bits, --out-bits, --thermo-bits input thresholds), mlp (float baseline) (default dwc)")
+    p.add_argument("--algo", choices=["sac", "ppo", "distill"],
+                   help="algorithm: sac, ppo, or distill (learn a float MLP teacher's actions: --teacher's, "
+                        "or one this run trains first; see below) (default sac)")
+    p.add_argument("--steps", type=int, help="total env steps (default 100000)")
+    p.add_argument("--seed", type=int, help="seed; same seed + CPU = same run (default 1)")
+    p.add_argument("--device", help="auto | cpu | cuda (default auto: CUDA when present)")
+    p.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_const", const=False,
+                   help="SAC on CUDA: run each update op by op instead of replaying it as a CUDA graph "
+                        "(graphs are the default where the actor allows them: ~200 launches become one)")
+    p.add_argument("--precision", choices=["auto", "float32", "bfloat16"],
+                   help="arithmetic of the large training matmuls (critics' and MLP actor's hidden layer, LUT "
+                        "wiring-score gradients; all else float32, and a DWC circuit is exact either way). auto = "
+                        "float32. bfloat16 is faster on CPUs with AMX or AVX512-BF16 (Xeon 4th gen+, AMD Zen 4+; "
+                        "Hopper DWC training 1.37x): over 5 paired Hopper seeds it showed no return cost for a DWC "
+                        "but cost the MLP return, see docs/training.md (default auto)")
+    p.add_argument("--num-envs", type=int, help="parallel envs stepped together (default 1)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default 1: fastest on 2 cores)")
+    p.add_argument("--checkpoint-every", type=int, help="env steps between checkpoints (default 10000)")
+    if episodes:  # --episodes, as in dwc eval, verify, hil and build; --eval-episodes is its older name
+        p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=count, help=EPISODES_HELP)
+
+
+def _add_circuit_options(p, target_flag: str):
+    """The policy's model and the codesign budgets (the groups in this order: --help shows them so)."""
+    m = p.add_argument_group("DWC model (defaults: the published 2 x 1024 LUT6, B = 63)")
+    m.add_argument("--layers", type=int, help="LUT layers (default 2)")
+    m.add_argument("--width", type=int, help="LUTs per layer; the last is rounded down to a multiple of "
+                                             "the action dim (default 1024)")
+    m.add_argument("--last-width", type=int, help="LUTs in the last layer, if not --width: the action tables and "
+                                                  "popcounts grow with it, so a wide first layer and a narrow "
+                                                  "last one keep capacity where it is cheap (default: --width)")
+    m.add_argument("--lut-inputs", type=int, help="inputs per LUT, 2..6 (default 6)")
+    m.add_argument("--thermo-bits", type=int, help="thermometer thresholds per obs dim, odd (default 63)")
+    m.add_argument("--wiring", choices=["learnable", "random"], help="LUT input wiring (default learnable)")
+    m.add_argument("--wiring-optim", choices=["dense", "sparse"],
+                   help="SAC update of a learnable wiring's candidate scores: dense (every candidate gets its "
+                        "gradient and an Adam step, as published) or sparse (only the few candidates within the "
+                        "softmax margin of each input's best one: much cheaper on a CPU; the others keep their "
+                        "scores until they come near again, so it trains a different wiring) (default dense)")
+    m.add_argument("--wiring-refresh", type=int, metavar="K",
+                   help="with --wiring-optim sparse: every K-th wiring update is the dense one, so candidates "
+                        "far from an input's best one still climb (at 1/K of the dense pace), at about 1/K of "
+                        "the dense step's extra cost (default 0: never)")
+    c = p.add_argument_group("codesign: train for a target FPGA and within its budgets (dwc policies)")
+    c.add_argument(target_flag, dest="target", help=TRAIN_TARGET_HELP)
+    c.add_argument("--max-luts", type=int, help="at most this many LUTs in the LUT layers; sizes --width when it "
+                                                "is not given (popcount adders come on top)")
+    c.add_argument("--max-comparators", type=int,
+                   help="at most this many distinct thermometer thresholds read by the first layer, i.e. "
+                        "comparators in hardware. Learnable wiring: the allowed thresholds shrink from all of "
+                        "them at 20%% of training to the budget at 60%%, keeping the most-read ones, so LUT inputs "
+                        "reuse shared thresholds; random wiring draws from an even spread of that many")
+    m.add_argument("--hidden", type=int, help="MLP / quantised MLP hidden width (default 256)")
+    m.add_argument("--weight-bits", type=int, help="qmlp: signed weight bits, 2..8 (default 4)")
+    m.add_argument("--act-bits", type=int, help="qmlp: unsigned activation bits, 1..8 (default 4)")
+    m.add_argument("--out-bits", type=int, help="qmlp: signed output-code bits before tanh, 2..10 (default 8)")
+    m.add_argument("--fan-in", type=int, help="qmlp: inputs per neuron, a fixed random sparse wiring as in "
+                                              "LogicNets (small fan-in x bits lets dwc compile turn neurons into "
+                                              "lookup tables); 0 = dense (default 0)")
+
+
+def _add_learner_options(p):
+    """The hyper-parameters of SAC, PPO and distillation."""
+    s = p.add_argument_group("SAC (defaults: the SAC authors' hyper-parameters as Stable-Baselines3 ships them, "
+                             "5k random steps; the paper's CleanRL-style protocol as dwc ran it before is --q-lr 1e-3 "
+                             "--alpha-lr 1e-3 --adam-eps 1e-5 --policy-frequency 2 --alpha 0.2 --critic-input "
+                             "normalized, as configs/paper.yaml pins it; results/referee says why the defaults changed)")
+    s.add_argument("--learning-starts", type=int, help="random-action steps before updates (default 5000)")
+    s.add_argument("--batch-size", type=int, help="minibatch, also of --algo distill (default 256)")
+    s.add_argument("--buffer-size", type=int, help="replay capacity (default 1000000)")
+    s.add_argument("--actor-lr", type=float, help="actor learning rate (default 3e-4)")
+    s.add_argument("--q-lr", type=float, help="critics' learning rate (default 3e-4)")
+    s.add_argument("--alpha-lr", type=float, help="entropy coefficient's learning rate (default 3e-4)")
+    s.add_argument("--adam-eps", type=float, help="the actor's Adam epsilon (default 1e-8)")
+    s.add_argument("--policy-frequency", type=int, metavar="K",
+                   help="actor and entropy steps every K critic steps, K at a time (default 1)")
+    s.add_argument("--alpha", type=float, help="initial entropy coefficient, tuned toward entropy -|A| (default 1.0)")
+    s.add_argument("--critic-input", choices=("raw", "normalized"),
+                   help="what the critics read: the raw observation, or the actor's normalised one, as dwc did "
+                        "before (default raw)")
+    g = p.add_argument_group("PPO")
+    g.add_argument("--rollout-steps", type=int, help="steps per env per iteration (default 2048)")
+    d = p.add_argument_group("distillation (--algo distill): the student (this run's actor options) learns a trained "
+                             "policy's deterministic actions on the states it visits itself (DAgger); --steps counts "
+                             "the student's env steps, eval.json records the teacher's own")
+    d.add_argument("--teacher", help="run or policy folder whose actions are learned, e.g. policies/hopper-v5-mlp "
+                                     "(its env is the default --env), or an .onnx model (float observation in, "
+                                     "action out; give --env; the student's normaliser is fitted on the model's "
+                                     "rollout); without it the run first trains its own "
+                                     "teacher into OUT/teacher: a float MLP (--hidden) by SAC (the SAC options "
+                                     "above) for --teacher-steps, resumed with the run")
+    d.add_argument("--teacher-steps", type=int, help="SAC env steps of the teacher a run without --teacher trains "
+                                                     "(default 300000)")
+    d.add_argument("--dagger-steps", type=int, help="env steps per iteration; the first iteration is rolled out "
+                                                    "by the teacher, the rest by the student (default 1000)")
+    d.add_argument("--updates-per-step", type=float, help="minibatch (--batch-size) gradient steps per collected "
+                                                          "env step (default 2.0)")
+    d.add_argument("--distill-lr", type=float, help="the student's learning rate (default 1e-2)")
