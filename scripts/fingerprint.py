@@ -62,7 +62,7 @@ def _tensors(obj, prefix=""):
 def _run_prints(run: Path) -> dict:
     out = {}
     for metrics in sorted(run.rglob("metrics.jsonl")):
-        rows = [{k: v for k, v in json.loads(line).items() if not any(t in k for t in TIMING)}
+        rows = [{k: v for k, v in json.loads(line).items() if not any(t in k.lower() for t in TIMING)}
                 for line in metrics.read_text().splitlines() if line.strip()]
         out[str(metrics.relative_to(run))] = _digest(json.dumps(rows, sort_keys=True).encode())
     for ckpt in sorted(run.rglob("checkpoint.pt")):
