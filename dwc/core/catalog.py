@@ -6,7 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from dwc.core.config import layer_shape
+from dwc.core.config import ActorConfig, layer_shape
 from dwc.core.errors import UserError
 
 
@@ -24,10 +24,10 @@ POLICIES_DIR = shipped_dir("policies")
 
 def circuit_size(actor: dict) -> str:
     """The actor's shape in words: "2 x 256 LUT6", "QMLP 2 x 16 W4A4", "MLP 2 x 256"; thresholds per
-    dimension where they are not the published 63: "2 x 256 LUT6, B = 15"."""
+    dimension where they are not the default (the published 63): "2 x 256 LUT6, B = 15"."""
     shape = layer_shape(actor.get("layers", 0), actor.get("width", 0), actor.get("last_width", 0))
-    bits = actor.get("thermo_bits", 63)
-    thresholds = f", B = {bits}" if bits != 63 else ""
+    bits = actor.get("thermo_bits", ActorConfig.thermo_bits)
+    thresholds = f", B = {bits}" if bits != ActorConfig.thermo_bits else ""
     return {"dwc": f"{shape} LUT{actor.get('lut_inputs')}{thresholds}", "gates": f"{shape} gates{thresholds}",
             "qmlp": f"QMLP {actor.get('layers')} x {actor.get('hidden')} W{actor.get('weight_bits')}A{actor.get('act_bits')}"
             }.get(actor.get("policy"), f"MLP 2 x {actor.get('hidden')}")
@@ -36,6 +36,15 @@ def circuit_size(actor: dict) -> str:
 def deployed_return(result: dict) -> float:
     """A run's return as deployed (a sweep's result.json): the frozen circuit's where the policy has one."""
     return result["float_return"] if result.get("frozen_return") is None else result["frozen_return"]
+
+
+def shipped_policy(name: str) -> Path:
+    """The folder of the shipped policy ``name`` (``dwc demo --policy``), said as the user would type it:
+    relative to the working directory where it lies below it (from a checkout: policies/...)."""
+    policy = POLICIES_DIR / name
+    if not (policy / "config.json").exists():
+        raise UserError(f"--policy {name}: not in {POLICIES_DIR} (dwc policies lists them)")
+    return policy.relative_to(Path.cwd()) if policy.is_relative_to(Path.cwd()) else policy
 
 
 def list_policies() -> list[dict]:
