@@ -6,6 +6,7 @@ from pathlib import Path
 
 from dwc.core.errors import UserError
 
+
 BOARD_SIM_HELP = """\
 examples:
   dwc board-sim build/ip                                      # listens on 127.0.0.1:5555

@@ -7,6 +7,7 @@ from pathlib import Path
 from dwc.cli.options import add_build_options, add_hdl_options, add_input_register, int_list, log_for, show
 from dwc.core.config import DEFAULT_FREQ_MHZ
 
+
 def add(sub):
     p = sub.add_parser("compile", help="freeze a trained DWC into the integer LUT-graph IR",
                        description="Freeze a trained DWC run into BUILD/graph.json: fixed-point observation "

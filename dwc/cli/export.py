@@ -9,6 +9,7 @@ from pathlib import Path
 from dwc.cli.options import show
 from dwc.core.errors import UserError
 
+
 def add(sub):
     p = sub.add_parser("export", help="copy a trained policy's essentials (a few MB) into a new folder; or, with "
                                       "--c, its compiled circuit as a C header",

@@ -7,6 +7,7 @@ from pathlib import Path
 from dwc.cli.options import count, quiet_log, show
 from dwc.core.errors import UserError
 
+
 HIL_HELP = """\
 examples:
   dwc hil build/ip --sim --episodes 2                         # board top's logic in Verilator

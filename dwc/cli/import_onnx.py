@@ -7,6 +7,7 @@ from pathlib import Path
 
 from dwc.cli.options import add_build_options, add_hdl_options, log_for, show
 
+
 def add(sub):
     p = sub.add_parser("import", help="lower a quantised ONNX MLP (QDQ) into the IR and Verilog",
                        description="Read a quantised MLP policy exported by another tool (QDQ form, as "

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dwc.cli.options import show
 from dwc.core.catalog import POLICIES_DIR
 
+
 def add(sub):
     p = sub.add_parser("policies", help="list the shipped pretrained policies with their returns",
                        description=f"List the policies shipped in {POLICIES_DIR} (each a run directory: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+
 def add(sub):
     p = sub.add_parser("report", help="paper-style table and learning curves of a sweep",
                        description="Per task and config, over seeds: the IQM with a 95% bootstrap CI, the median "

@@ -10,6 +10,7 @@ from dwc.cli.options import quiet_log
 from dwc.core.config import DEFAULT_FREQ_MHZ
 from dwc.core.errors import UserError
 
+
 SYNTH_HELP = """\
 examples:
   dwc synth build/ip --target ecp5-25k                  # bitstream + report for an ECP5 25k

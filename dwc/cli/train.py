@@ -7,6 +7,7 @@ from pathlib import Path
 from dwc.cli.options import given_options, log_for, show
 from dwc.cli.train_options import add_train_options
 
+
 TRAIN_HELP = """\
 examples:
   # the published DWC (2 x 1024 LUT6, 63 thermometer bits) with SAC on Hopper, resumable:

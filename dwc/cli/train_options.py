@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dwc.cli.options import count
 
+
 TRAIN_TARGET_HELP = ("FPGA family the circuit is for: ecp5 | ice40 (4-input LUTs) | xc7 (6-input LUTs); sets "
                      "--lut-inputs to the fabric's LUT so one trained LUT is one LUT cell (a synth target name such "
                      "as ecp5-25k also works)")

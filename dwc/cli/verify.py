@@ -8,6 +8,7 @@ from pathlib import Path
 from dwc.cli.options import count, quiet_log, show
 from dwc.core.errors import UserError
 
+
 VERIFY_HELP = """\
 examples:
   dwc verify build/ip                                  # 3 episodes on the graph's env, Verilator
