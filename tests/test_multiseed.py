@@ -85,14 +85,15 @@ def test_seeds_with_several_envs_each_follow_their_single_runs(tmp_path, monkeyp
 
 def test_env_workers_setting_is_checked(monkeypatch):
     from dwc.core.errors import UserError
-    from dwc.train.multiseed import _env_workers
+    from dwc.train.seed_envs import env_workers
     cpu = torch.device("cpu")
-    assert _env_workers(cpu, 2) is False  # a CPU's cores train; its envs step in-process
+    assert env_workers(cpu, 2, 1) is False  # a CPU's cores train; its envs step in-process
+    assert env_workers(torch.device("cuda"), 1, 1) is False  # one seed (a single run): in-process on any host
     monkeypatch.setenv("DWC_ENV_WORKERS", "1")
-    assert _env_workers(cpu, 2) is True
+    assert env_workers(cpu, 2, 1) is True
     monkeypatch.setenv("DWC_ENV_WORKERS", "yes")
     with pytest.raises(UserError, match="DWC_ENV_WORKERS"):
-        _env_workers(cpu, 2)
+        env_workers(cpu, 2, 1)
 
 
 @pytest.mark.slow
