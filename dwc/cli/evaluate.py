@@ -7,6 +7,7 @@ from pathlib import Path
 
 from dwc.cli.options import count, show
 
+
 def add(sub):
     p = sub.add_parser("eval", help="evaluate a trained run deterministically",
                        description="Run deterministic episodes of a trained run and write RUN/eval.json "
@@ -30,19 +31,9 @@ def add(sub):
 def run(args) -> int:
     from dwc.core.rundir import load_config
     load_config(args.run)  # a wrong path fails at once, before torch is imported
-    from dwc.flows.evaluate import eval_text, evaluate_run
-    from dwc.flows.export import is_exported
-    from dwc.core.rundir import hold_lock, write_json
-    out = args.out or (None if is_exported(args.run) else args.run / "eval.json")
-    # The run's own eval.json belongs to its training, which writes it at the end: not while it trains.
-    lock = hold_lock(args.run, "dwc eval", "Its eval.json is written when the training ends; to evaluate "
-                     "the latest checkpoint now, pass --out FILE") if args.out is None and out is not None else None
-    result = evaluate_run(args.run, args.episodes, device=args.device, seed=args.seed,
-                          progress=not args.no_progress, frozen=args.frozen, write=False)
-    if out is not None:
-        write_json(out, result)
-    if lock is not None:
-        lock.close()
+    from dwc.flows.evaluate import eval_text, evaluate_into
+    result, out = evaluate_into(args.run, args.episodes, args.out, device=args.device, seed=args.seed,
+                                progress=not args.no_progress, frozen=args.frozen)
     show(args, result, eval_text)
     print(f"wrote {out}" if out is not None else
           f"{args.run} is an exported policy: its recorded eval.json is kept; --out FILE saves this evaluation",

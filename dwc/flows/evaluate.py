@@ -58,6 +58,29 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
     return result
 
 
+def evaluate_into(run_dir: Path, episodes: int, out: Path | None = None, device: str = "cpu",
+                  seed: int | None = None, progress: bool = True, frozen: bool = False) -> tuple[dict, Path | None]:
+    """``dwc eval``: :func:`evaluate_run`, written to ``out``, by default to the run's own eval.json, which
+    belongs to its training: not while it trains (the run's lock is held meanwhile), and never to an
+    exported policy's recorded one (then nothing is written). Returns the result and where it went."""
+    from dwc.flows.export import is_exported
+    from dwc.core.rundir import hold_lock
+    run_dir = Path(run_dir)
+    own = out is None
+    out = out or (None if is_exported(run_dir) else run_dir / "eval.json")
+    lock = hold_lock(run_dir, "dwc eval", "Its eval.json is written when the training ends; to evaluate "
+                     "the latest checkpoint now, pass --out FILE") if own and out is not None else None
+    try:
+        result = evaluate_run(run_dir, episodes, device=device, seed=seed, progress=progress, frozen=frozen,
+                              write=False)
+        if out is not None:
+            write_json(out, result)
+    finally:
+        if lock is not None:
+            lock.close()
+    return result, out
+
+
 def eval_text(result: dict) -> str:
     """An evaluation (:func:`evaluate_run`) for people: the float policy's returns, then the frozen circuit's."""
     head = f"{result['env']}  {result['policy']}/{result['algo']}"
