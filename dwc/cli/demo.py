@@ -5,9 +5,9 @@ from pathlib import Path
 
 from dwc.cli.build import print_summary
 from dwc.cli.options import log_for
-from dwc.core.catalog import POLICIES_DIR
+from dwc.core.catalog import shipped_policy
 from dwc.core.config import DEFAULT_FREQ_MHZ
-from dwc.core.errors import UserError
+
 
 def add(sub):
     p = sub.add_parser("demo", help="the embedded default: a shipped policy through compile, verify and an ECP5 bitstream",
@@ -25,11 +25,6 @@ def add(sub):
 
 def run(args) -> int:
     from dwc.flows.build import build
-    policy = POLICIES_DIR / args.policy
-    if not (policy / "config.json").exists():
-        raise UserError(f"--policy {args.policy}: not in {POLICIES_DIR} (dwc policies lists them)")
-    if policy.is_relative_to(Path.cwd()):  # said as the user would type it (from a checkout: policies/...)
-        policy = policy.relative_to(Path.cwd())
-    s = build(args.out, None, policy, None, args.target, "max", 3, DEFAULT_FREQ_MHZ, progress=not args.no_progress,
-              log=log_for(args))
+    s = build(args.out, None, shipped_policy(args.policy), None, args.target, "max", 3, DEFAULT_FREQ_MHZ,
+              progress=not args.no_progress, log=log_for(args))
     return print_summary(s, args)
