@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from dwc.cli.options import duration, log_for, show
-from dwc.core.errors import UserError
+
 
 SWEEP_HELP = """\
 A spec (YAML); every task x config x seed is one run:
@@ -81,8 +81,6 @@ def add(sub):
 def run(args) -> int:
     from dwc.core.errors import TimeLimit
     from dwc.flows.sweep import sweep
-    if args.cpus is not None and args.cpus < 1:
-        raise UserError(f"--cpus must be >= 1, got {args.cpus}")
     from dwc.core.seeds import parse_seeds
     tasks, configs = _names(args.tasks), _names(args.configs)
     seeds = parse_seeds(args.seeds) if args.seeds else None

@@ -242,6 +242,8 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     ``longest_first``: queue the runs not begun by their training time left, longest first (see _groups);
     ``stop_after``: seconds from now after which the runs in flight checkpoint and the sweep stops, as on
     Ctrl-C, raising :class:`TimeLimit` (a part of a sweep on a machine lent for a while)."""
+    if cpus is not None and cpus < 1:
+        raise UserError(f"--cpus must be >= 1, got {cpus}")
     deadline = time.monotonic() + stop_after if stop_after else None
     spec = load_spec(spec_path, scale_down=scale_down)
     spec_path = spec.path  # a shipped spec's name resolved
