@@ -11,6 +11,7 @@ from dwc.cli.train_options import add_train_options
 from dwc.core.config import DEFAULT_FREQ_MHZ
 from dwc.core.errors import UserError
 
+
 BUILD_HELP = """\
 examples:
   dwc build --env InvertedPendulum-v5 --steps 20000 --width 256 --thermo-bits 31 --out builds/ip
@@ -68,19 +69,18 @@ def add(sub):
 
 
 def run(args) -> int:
-    from dwc.flows.build import build
+    from dwc.flows.build import build, distilled_from
     episodes = 3 if args.eval_episodes is None else args.eval_episodes
-    if args.from_run is not None and (_is_float_mlp(args.from_run) or args.from_run.suffix == ".onnx"):
-        _distil_from(args)
+    if args.from_run is not None and (what := distilled_from(args.from_run)):
+        _distil_from(args, what)
     train_cfg = _training(args)
     s = build(args.out, args.env, args.from_run, train_cfg, args.synth_target, args.pipeline, episodes,
               args.freq, progress=not args.no_progress, log=log_for(args), input_register=args.input_register)
     return print_summary(s, args)
 
 
-def _distil_from(args) -> None:
-    """--from a float MLP or an ONNX model: no circuit in it, so it is the teacher of one (--algo distill)."""
-    what = "an ONNX model" if args.from_run.suffix == ".onnx" else "a float MLP"
+def _distil_from(args, what: str) -> None:
+    """--from a float MLP or an ONNX model (``what``): no circuit in it, so it is the teacher of one."""
     if args.algo not in (None, "distill") or args.teacher is not None:
         raise UserError(f"--from {args.from_run} is {what}, which dwc build distils into a circuit; "
                         f"drop --algo / --teacher")
@@ -103,11 +103,6 @@ def _training(args):
         raise UserError("--policy mlp: a float MLP has no circuit; dwc build takes dwc, gates or qmlp "
                         "(train the MLP baseline with dwc train)")
     return train_cfg
-
-
-def _is_float_mlp(run: Path) -> bool:
-    from dwc.core.rundir import load_config
-    return (Path(run) / "config.json").exists() and load_config(run).actor.policy == "mlp"
 
 
 def _flag(name: str) -> str:

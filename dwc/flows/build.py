@@ -20,7 +20,7 @@ from statistics import fmean
 
 from dwc.core.config import DEFAULT_FREQ_MHZ
 from dwc.core.errors import UserError
-from dwc.core.rundir import LOCK, hold_lock, write_json
+from dwc.core.rundir import LOCK, hold_lock, load_config, write_json
 
 def digest(options: dict, files: list[Path] = ()) -> str:
     """What a stage read: its options and the bytes of its input files."""
@@ -51,6 +51,17 @@ class Manifest:
         return result
 
 
+def distilled_from(source: Path) -> str | None:
+    """What ``--from SOURCE`` is where it holds no circuit but a policy to distil one from (the build's
+    teacher, --algo distill): "an ONNX model" or "a float MLP"; None for a circuit, built as it is."""
+    source = Path(source)
+    if source.suffix == ".onnx":
+        return "an ONNX model"
+    if (source / "config.json").exists() and load_config(source).actor.policy == "mlp":
+        return "a float MLP"
+    return None
+
+
 def build(out: Path, *args, **kwargs) -> dict:
     """Run the stages that are not up to date; returns the summary (also OUT/summary.json). A build
     that fails before writing anything leaves no empty OUT folder behind."""
@@ -76,7 +87,6 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
     from dwc.fpga.synth import FAMILY_DEVICES, device_for, synth_smallest, target_names
     from dwc.core.config import EVAL_SEED_OFFSET
     from dwc.flows.evaluate import evaluate_run, train_and_evaluate
-    from dwc.core.rundir import load_config
     from dwc.sim.verify import verify
 
     if target != "none" and target not in target_names():
