@@ -1,7 +1,7 @@
 """SAC's float MLP learns Ant-v5 as a stock SAC does: the regression check for the baseline every DWC is
 read against. With the critics reading the actor's normalised observation and the CleanRL-style
 hyper-parameters, dwc's MLP kept falling (median training episode 65-91 steps at 25-35k on seeds 1-3,
-86-153 at 90-100k), while Stable-Baselines3's SAC stood by 30-35k; docs/referee has both."""
+86-153 at 90-100k), while Stable-Baselines3's SAC stood by 30-35k; results/referee has both."""
 import json
 
 import numpy as np

@@ -225,7 +225,7 @@ def test_help_teaches():
 @pytest.mark.ci  # the one learning test CI runs (at 15k steps it took ~7 minutes on 2 cores)
 def test_dwc_sac_learns_inverted_pendulum(tmp_path):
     """The learning check: a DWC actor trained with SAC balances the pendulum (return >= 900). 20k steps:
-    15k sufficed on one machine and gave 573.1 on another (docs/ip-learning-cpu); seeds 1-3 scored 1000.0 at 20k."""
+    15k sufficed on one machine and gave 573.1 on another (results/ip-learning-cpu); seeds 1-3 scored 1000.0 at 20k."""
     run = tmp_path / "ip"
     assert main(["train", "--env", ENV, "--steps", "20000", "--out", str(run), "--width", "256",
                  "--thermo-bits", "31", "--learning-starts", "2000", "--eval-episodes", "10", "--no-progress"]) == 0

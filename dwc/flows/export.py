@@ -64,7 +64,7 @@ def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None 
     ``task``/``config``, or of ``seed``; plus ``seeds.json`` (every finished seed's returns and
     circuit figures, which seed was shipped and why) and, where the sweep ran the hardware stages,
     ``hardware/`` (that run's build summary, verification report and synthesis report)."""
-    from dwc.flows.report import load_runs
+    from dwc.flows.report_runs import load_runs
     sweep_dir = Path(sweep_dir)
     state, results = load_runs(sweep_dir)
     tasks = list(dict.fromkeys(rec["task"] for rec in state["runs"].values()))
@@ -138,7 +138,7 @@ def archive_sweep(sweep_dir: Path, dest: Path) -> dict:
     a run. ``dwc report`` and ``dwc export`` read the archive as they read the sweep, and ``dwc sweep``
     counts its runs as finished when it is copied back as a sweep folder. A run already in ``dest`` is
     kept as it is."""
-    from dwc.flows.report import load_runs
+    from dwc.flows.report_runs import load_runs
     sweep_dir, dest = Path(sweep_dir), Path(dest)
     state, results = load_runs(sweep_dir)
     if dest.exists() and not dest.is_dir():
