@@ -70,13 +70,13 @@ class Bench:
 
 # (object, attribute, label): the DWC-specific calls --parts times; a label indented by a space is part
 # of the one above it
-PARTS = [("dwc.models.lut:_LutLookup", "forward", "LUT lookup forward"),
-         ("dwc.models.lut:_LutLookup", "backward", "LUT lookup backward (EFD)"),
-         ("dwc.models.lut:_LearnableWiring", "forward", "wiring forward (argmax select)"),
-         ("dwc.models.lut:_LearnableWiring", "backward", "wiring backward"),
+PARTS = [("dwc.models.lut_efd:LutLookup", "forward", "LUT lookup forward"),
+         ("dwc.models.lut_efd:LutLookup", "backward", "LUT lookup backward (EFD)"),
+         ("dwc.models.lut_wiring:LearnableWiring", "forward", "wiring forward (argmax select)"),
+         ("dwc.models.lut_wiring:LearnableWiring", "backward", "wiring backward"),
          ("dwc.models.lut:LUTLayer", "sparse_score_grad", " sampled score gradient (sparse)"),
-         ("dwc.models.lut:_NativeWiredLookup", "forward", "wiring + LUT forward (native)"),
-         ("dwc.models.lut:_NativeWiredLookup", "backward", "wiring + LUT backward (native)"),
+         ("dwc.models.lut_wiring:NativeWiredLookup", "forward", "wiring + LUT forward (native)"),
+         ("dwc.models.lut_wiring:NativeWiredLookup", "backward", "wiring + LUT backward (native)"),
          ("dwc.models.native:", "lut_wiring_backward", " the kernel"),
          ("dwc.models.native:", "thermometer_grad", " every score's gradient (dense, thermometer inputs)"),
          ("dwc.models.lut:LUTLayer", "soft_wiring", " softmax over the support"),

@@ -155,8 +155,8 @@ def test_learnable_wiring_weight_gradient_formula():
     # Capture the gradient arriving at the selected bits by hooking a leaf copy of them.
     idx = layer.wiring_indices().flatten()
     sel = x[:, idx].clone().requires_grad_(True)
-    from dwc.models.lut import _LutLookup
-    out = _LutLookup.apply(sel.t().contiguous(), layer.tables, layer.efd).t()
+    from dwc.models.lut_efd import LutLookup
+    out = LutLookup.apply(sel.t().contiguous(), layer.tables, layer.efd).t()
     g_out = torch.randn_like(out)
     (g_sel,) = torch.autograd.grad(out, sel, g_out)
     layer(x).backward(g_out)
@@ -165,7 +165,7 @@ def test_learnable_wiring_weight_gradient_formula():
 
 
 def test_thermometer_wiring_gradient_equals_dense():
-    from dwc.models.lut import thermometer_wiring_grad
+    from dwc.models.lut_wiring import thermometer_wiring_grad
     torch.manual_seed(3)
     enc = Thermometer(dim=5, bits=9)
     x = enc(torch.randn(40, 5) * 4).t().contiguous()  # feature-major (45, 40), includes saturation
@@ -313,7 +313,7 @@ def test_cpu_and_cuda_agree(kind):
 def test_column_max_equals_torch_max_with_first_index(rows, cols):
     """The blocked CPU argmax gives torch's values and the first maximal row, also with a leftover
     block, masked (-inf) sources and the ties of a one-hot wiring loaded from indices."""
-    from dwc.models.lut import column_max
+    from dwc.models.column_search import column_max
     torch.manual_seed(0)
     w = torch.rand(rows, cols)
     w[::3] = float("-inf")  # sources outside an allowed mask
@@ -332,7 +332,7 @@ def test_column_max_equals_torch_max_with_first_index(rows, cols):
 def test_near_max_finds_exactly_the_entries_within_the_margin(rows, cols):
     """The blocked CPU search returns the same entries as a full scan: at init (many per column),
     with quantised ties, with -inf (masked) sources, and at a zero margin (the maxima only)."""
-    from dwc.models.lut import column_max, near_max
+    from dwc.models.column_search import column_max, near_max
     torch.manual_seed(1)
     masked = torch.rand(rows, cols)
     masked[1::4] = float("-inf")
@@ -365,7 +365,7 @@ def test_inference_forward_on_bytes_equals_the_training_forward(n, wiring):
 def test_wiring_score_gradient_in_bf16_is_close_to_float32():
     """bf16 products (exact 2x-1, g rounded) stay within 1% of the float32 gradient, for a plain
     input and for a thermometer one (whose float32 route is the histogram)."""
-    from dwc.models.lut import wiring_score_grad
+    from dwc.models.lut_wiring import wiring_score_grad
     torch.manual_seed(0)
     g = torch.randn(96, 256)
     x = (torch.rand(300, 256) > 0.5).float()

@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from dwc.models import native
-from dwc.models.lut import EFD_BETA, LUTLayer, _lookup, efd_alpha, efd_matrix, thermometer_wiring_grad
+from dwc.models.lut import LUTLayer
+from dwc.models.lut_efd import EFD_BETA, efd_alpha, efd_matrix, lookup
+from dwc.models.lut_wiring import thermometer_wiring_grad
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +29,7 @@ def test_lut_forward_is_the_lookup(n):
     idx = torch.randint(0, 50, (21 * n,), generator=g)
     tables = torch.randn(21, 1 << n, generator=g)
     out, addr = native.lut_forward(x, idx, tables)
-    want_out, want_addr = _lookup(x.index_select(0, idx), tables)
+    want_out, want_addr = lookup(x.index_select(0, idx), tables)
     assert torch.equal(out, want_out) and torch.equal(addr.long(), want_addr)
 
 
