@@ -126,7 +126,8 @@ def merge_seeds(rows: list[dict]) -> list[dict]:
 def points(sweep_dir: Path) -> list[dict]:
     """One point per (task, config) that has synthesised runs: medians over its seeds, and its runs'
     seed, budget, precision and frozen return for the paired comparisons."""
-    from dwc.flows.report import aggregate, load_runs
+    from dwc.flows.report import aggregate
+    from dwc.flows.report_runs import load_runs
     state, results = load_runs(sweep_dir)
     med = lambda q: None if q is None else q["median"]
     runs = lambda r: [{k: x.get(k) for k in ("seed", "train_steps", "precision", "frozen_return")}
@@ -148,7 +149,7 @@ def compare(rows: list[dict]) -> None:
     """Each LUT4 row against the LUT6 row REFERENCE_RULE picks: the paired comparison of frozen
     returns (dwc.flows.stats.compare_paired), ratios of LUTs and LUT4 sites, and the issue's target (on
     the IQM ratio); ``reference_note`` where no LUT6 row pairs. Pareto flags."""
-    from dwc.flows.report import pair_runs
+    from dwc.flows.report_compare import pair_runs
     from dwc.flows.stats import compare_paired
     for r in rows:
         if r["arity"] != 4:

@@ -12,7 +12,8 @@ import scipy.stats
 from dwc.flows import stats
 from dwc.cli import main
 from dwc.core.errors import UserError
-from dwc.flows.report import report, unfinished, unfinished_text
+from dwc.flows.report import report, unfinished_text
+from dwc.flows.report_runs import unfinished
 from dwc.core.rundir import record_checkpoint
 
 

@@ -438,7 +438,7 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
 
     # the slim archive: no training state, and every reader takes it as the sweep itself
     from dwc.flows.export import is_exported
-    from dwc.flows.report import load_runs
+    from dwc.flows.report_runs import load_runs
     arch = tmp_path / "archive"
     assert main(["export", str(tmp_path / "s"), "--all", "--out", str(arch)]) == 0
     assert all(is_exported(d) for d in arch.glob("runs/*/*/seed*/run"))

@@ -3,118 +3,25 @@
 Per task and configuration, over seeds: the IQM with a 95% bootstrap CI (:mod:`dwc.flows.stats`), the
 median and quartiles of the float policy's return, of the frozen integer circuit's and (when the
 sweep had a hardware section) of the Verilog's in Verilator, plus LUTs and Fmax. Every config is
-compared with one baseline config, seed by seed (:func:`comparisons`). Writes SWEEP/report.json,
+compared with one baseline config, seed by seed (:func:`dwc.flows.report_compare.comparisons`). Writes SWEEP/report.json,
 SWEEP/report.md and one SWEEP/curves_TASK.png per task (median training return across seeds, band =
 its 95% bootstrap CI).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from dwc.core import published
 from dwc.flows import stats
-from dwc.core.catalog import circuit_size, deployed_return
-from dwc.core.errors import UserError
-from dwc.core.rundir import (CONFIG, LEGS, METRICS, checkpoint_info, episode_returns, last_logged_step, write_json, write_text)
+from dwc.core.catalog import circuit_size
+from dwc.core.rundir import METRICS, episode_returns, write_json, write_text
+from dwc.flows.report_compare import RULE, check_baselines, comparisons
+from dwc.flows.report_runs import (FIGURES, RETURN_NAMES, RETURNS, load_runs, planned_actor, training_left,
+                                   unfinished)
 
-# per-run figures summarised over seeds
-FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "lut4_sites", "ir_luts", "comparators", "fmax_mhz",
-           "latency_cycles")
-RETURNS = ("float_return", "frozen_return", "rtl_return")  # these get IQMs, CIs and comparisons
-RETURN_NAMES = {"float_return": "float", "frozen_return": "frozen", "rtl_return": "hardware",
-                "deployed_return": "deployed"}
 CURVE_POINTS = 50
-
-
-# what a comparison holds apart from the treatment: the budget (paired on separately), the seed (the
-# pairing key), the task, and where a run ran
-NOT_TREATMENT = {"env", "seed", "steps", "precision", "device", "cuda_graphs", "threads", "checkpoint_every",
-                 "eval_episodes"}
-
-
-def _options(cfg: dict) -> dict:
-    """The options of a run's config.json that decide what it trains, other than its precision:
-    two configs whose runs differ in none of these differ in precision alone."""
-    return {k: v for k, v in cfg.items() if k not in NOT_TREATMENT}
-
-
-def _run_config(run_dir: Path) -> dict:
-    """The run's config.json, with "precision" as it trained: --precision auto resolves per machine,
-    so it is read from the legs the run recorded (joined with "+" if its legs differ)."""
-    try:
-        cfg = json.loads((run_dir / "run" / CONFIG).read_text())
-    except (OSError, ValueError):
-        return {}
-    if cfg.get("precision") == "auto":
-        try:
-            legs = json.loads((run_dir / "run" / LEGS).read_text())
-            cfg["precision"] = "+".join(dict.fromkeys(leg["precision"] for leg in legs)) or "auto"
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # runs from before legs.json: "auto", compared as written
-    return cfg
-
-
-def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
-    """SWEEP/sweep.json and the result.json of every run that finished, with its directory and the
-    precision of its training."""
-    sweep_dir = Path(sweep_dir)
-    try:
-        state = json.loads((sweep_dir / "sweep.json").read_text())
-    except FileNotFoundError:
-        raise UserError(f"{sweep_dir} is not a sweep folder (no sweep.json; dwc sweep writes it)") from None
-    results = []
-    for rid, rec in state["runs"].items():
-        p = sweep_dir / rec["dir"] / "result.json"
-        if p.exists():
-            cfg = _run_config(sweep_dir / rec["dir"])
-            r = json.loads(p.read_text())
-            results.append(dict(r, dir=str(sweep_dir / rec["dir"]), precision=cfg.get("precision"),
-                                options=_options(cfg), deployed_return=deployed_return(r)))
-    # a distilled run's cost counts its teacher's (both trained on this kind of worker)
-    seconds = {r["id"]: r.get("seconds") for r in results}
-    for r in results:
-        if r.get("seconds") is not None:
-            teacher = seconds.get(r.get("teacher")) if r.get("teacher") else 0.0
-            r["hours_with_teacher"] = None if teacher is None else round((r["seconds"] + teacher) / 3600, 3)
-    return state, results
-
-
-def unfinished(sweep_dir: Path, state: dict) -> list[dict]:
-    """The runs without a result, in the spec's order: "started" (a checkpoint in this folder that the
-    same dwc sweep command resumes from: its step, and the last step logged since, which moves while the
-    run trains), "failed" (its error; resumes too, from a checkpoint if it has one) or "not started" (in
-    this folder: an archive made by dwc export holds finished runs only)."""
-    rows = []
-    for rid, rec in state["runs"].items():
-        d = Path(sweep_dir) / rec["dir"]
-        if (d / "result.json").exists():
-            continue
-        ck = checkpoint_info(d / "run")
-        failed = rec.get("state") == "failed"
-        row = {"id": rid, "state": "failed" if failed else "started" if ck else "not started",
-               "checkpoint_step": ck["step"] if ck else None,
-               "logged_step": last_logged_step(d / "run") if ck else None,
-               "steps": _run_config(d).get("steps") if ck else None}
-        rows.append(dict(row, error=rec.get("error")) if failed else row)
-    return rows
-
-
-def training_left(sweep_dir: Path, state: dict) -> dict | None:
-    """The training the unfinished runs still need on one worker (dwc.flows.sweep_spec.TimeLeft: each run at its own
-    last training rate, or its task and config's in this folder); None where the folder's spec.yaml does
-    not load (written by another dwc version)."""
-    from dwc.flows.sweep_spec import TimeLeft, load_spec
-    try:
-        jobs = load_spec(Path(sweep_dir) / "spec.yaml", scale_down=state.get("scale_down", False)).jobs(
-            Path(sweep_dir).resolve())
-    except (UserError, OSError):
-        return None
-    left = [[j] for j in jobs if j.id in state["runs"] and not (j.dir / "result.json").exists()]
-    seconds, unknown = TimeLeft(jobs, 1)(left)
-    return {"seconds_on_one_worker": round(seconds), "runs_without_rate": unknown}
 
 
 def unfinished_text(rows: list[dict], planned: int, markdown: bool = False, left: dict | None = None) -> str:
@@ -146,15 +53,6 @@ def unfinished_text(rows: list[dict], planned: int, markdown: bool = False, left
     return "\n".join(out)
 
 
-def _planned_actor(sweep_dir: Path | None, state: dict, task: str, config: str) -> dict | None:
-    """The actor config of a (task, config) none of whose runs finished yet, from the first of its
-    run directories that has a config.json (a run that started), or None."""
-    for rec in state["runs"].values() if sweep_dir else ():
-        if (rec["task"], rec["config"]) == (task, config) and (actor := _run_config(sweep_dir / rec["dir"]).get("actor")):
-            return actor
-    return None
-
-
 def aggregate(state: dict, results: list[dict], intervals: bool = False, sweep_dir: Path | None = None) -> list[dict]:
     """One row per (task, config) in the spec's order. ``intervals``: the returns get
     :func:`dwc.flows.stats.summarize` (IQM and bootstrap CIs, about a second a figure) instead of quartiles.
@@ -167,7 +65,7 @@ def aggregate(state: dict, results: list[dict], intervals: bool = False, sweep_d
     rows = []
     for (task, config), rs in groups.items():
         rs = sorted(rs, key=lambda r: r["seed"])
-        actor = (rs[0].get("options") or {}).get("actor") if rs else _planned_actor(sweep_dir, state, task, config)
+        actor = (rs[0].get("options") or {}).get("actor") if rs else planned_actor(sweep_dir, state, task, config)
         row = {"task": task, "config": config, "policy": rs[0]["policy"] if rs else (actor or {}).get("policy"),
                "model": circuit_size(actor) if actor else None,
                "seeds": [r["seed"] for r in rs], "planned": planned[task, config],
@@ -319,103 +217,6 @@ LEGEND = ("Returns: each run's mean deterministic return over the evaluation epi
           "the circuits were placed on (with a family target, the smallest each seed's circuit fits); hours a run = "
           "its wall-clock hours on its worker, training, evaluation and hardware stages, a distilled run's with "
           "its teacher's.")
-
-
-def config_order(state: dict) -> list[str]:
-    """Config names in the spec's order (dwc sweep lists sweep.json's runs in it)."""
-    return list(dict.fromkeys(rec["config"] for rec in state["runs"].values()))
-
-
-RULE = ("Each config is compared with every config before it in the spec (the earlier one is the baseline) that "
-        "it shares its training precision with, or differs from in precision alone, so a precision change is never "
-        "confounded with another (other options may differ between two configs: each pair reads as what its two "
-        "configs change); --baseline NAME keeps the comparisons with NAME. On each task runs pair by seed, and only "
-        "when both trained for the same steps (a distilled run pairs with its own teacher run); deployed = the frozen "
-        "circuit's return against a float policy's; ratio = IQM(config) / IQM(baseline) over the paired seeds with a "
-        "95% paired-bootstrap CI; P(config > baseline) = rliable's probability of improvement with a 95% "
-        f"bootstrap CI; no CI below {stats.MIN_SEEDS} paired seeds.")
-
-
-def check_baselines(state: dict, baselines: list[str] | None) -> list[str]:
-    """The configs named by --baseline, checked against the sweep's."""
-    order = config_order(state)
-    for b in baselines or []:
-        if b not in order:
-            raise UserError(f"--baseline {b!r}: no such config in this sweep (configs: {', '.join(order)})")
-    return list(baselines or [])
-
-
-def comparable(runs: list[dict], base: list[dict]) -> str | None:
-    """Why two configs' runs cannot be compared (None when they can): they must share the training
-    precision, or differ in it alone."""
-    precisions = {r.get("precision") for r in runs}, {b.get("precision") for b in base}
-    if len(precisions[0] | precisions[1]) == 1:
-        return None
-    options = [{json.dumps(r.get("options"), sort_keys=True) for r in rs} for rs in (runs, base)]
-    if options[0] == options[1] and len(options[0]) == 1:
-        return None
-    return (f"precision {'/'.join(sorted(map(str, precisions[0])))} vs {'/'.join(sorted(map(str, precisions[1])))} "
-            "and other options differ too: two treatments at once")
-
-
-def pair_runs(runs: list[dict], baseline: list[dict], key: str) -> tuple[dict, dict, list[str]]:
-    """Seed -> ``key`` of ``runs`` and of the ``baseline`` runs they pair with (same seed and
-    train_steps), and why each other seed of ``runs`` that has the figure is not paired."""
-    base = {b["seed"]: b for b in baseline if b.get(key) is not None}
-    mine, theirs, why = {}, {}, {}
-    for r in runs:
-        if r.get(key) is None:
-            continue
-        b = base.get(r["seed"])
-        if b is None:
-            reason = "no baseline run of this seed"
-        elif r["train_steps"] != b["train_steps"] and not (r.get("teacher") and r["teacher"] == b.get("id")):
-            # other budgets pair only as a student with its own teacher
-            reason = f"{r['train_steps']} steps, the baseline {b['train_steps']}"
-        else:
-            mine[r["seed"]], theirs[r["seed"]] = r[key], b[key]
-            continue
-        why.setdefault(reason, []).append(r["seed"])
-    return mine, theirs, [f"seed{'s' * (len(s) > 1)} {', '.join(map(str, s))}: {reason}" for reason, s in why.items()]
-
-
-def comparisons(state: dict, results: list[dict], baselines: list[str] | None = None) -> list[dict]:
-    """Per task, each config against each comparable earlier config of the spec (or against the
-    ``baselines`` named), per return figure both have, over paired seeds (:func:`pair_runs`,
-    :func:`dwc.flows.stats.compare_paired`); n = 0 and a note where none pair. See RULE."""
-    out, order = [], config_order(state)
-    for task in dict.fromkeys(rec["task"] for rec in state["runs"].values()):
-        runs = {c: sorted((r for r in results if (r["task"], r["config"]) == (task, c)), key=lambda r: r["seed"])
-                for c in order}
-        for i, config in enumerate(order):
-            for base in (baselines if baselines else order[:i]):
-                if base == config or not runs[config]:
-                    continue
-                entry = {"task": task, "config": config, "baseline": base}
-                if not runs[base]:
-                    if baselines:
-                        out.append({**entry, "figure": None, "seeds": [], "n": 0,
-                                    "note": "the baseline has no finished run of this task"})
-                    continue
-                if (why := comparable(runs[config], runs[base])) is not None:
-                    if baselines:  # asked for: say why not
-                        out.append({**entry, "figure": None, "seeds": [], "n": 0, "note": f"not compared: {why}"})
-                    continue
-                circuits = [any(r.get("frozen_return") is not None for r in runs[c]) for c in (config, base)]
-                # a circuit against a float policy: also each one as it is deployed
-                keys = RETURNS + ("deployed_return",) * (circuits[0] != circuits[1])
-                for key in keys:
-                    has = lambda rs: [r for r in rs if r.get(key) is not None]
-                    if not has(runs[config]) or not has(runs[base]):
-                        continue  # a figure one of the two does not have (a float MLP has no circuit)
-                    mine, theirs, unpaired = pair_runs(runs[config], runs[base], key)
-                    paired = [r for r in runs[config] if r["seed"] in mine] or has(runs[config])
-                    out.append({**entry, "figure": key, "train_steps": sorted({r["train_steps"] for r in paired}),
-                                "precision": sorted({str(r.get("precision")) for r in paired}),
-                                **(stats.compare_paired(mine, theirs) if mine else
-                                   {"seeds": [], "n": 0, "note": "not paired: " + "; ".join(unpaired)}),
-                                "unpaired": unpaired})
-    return out
 
 
 def curve(metrics: Path, grid: np.ndarray) -> np.ndarray:
