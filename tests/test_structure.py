@@ -201,9 +201,9 @@ def test_a_mistyped_option_is_named_with_the_closest_one(capsys):
 
 
 def test_one_table_of_fpga_families():
-    """dwc.core.targets names each family's LUT size and devices; fpga/synth.py's TARGETS says how to build
+    """dwc.core.targets names each family's LUT size and devices; fpga/devices.py's TARGETS says how to build
     each device: the two agree, device by device."""
-    from dwc.fpga.synth import FAMILY_DEVICES, TARGETS, target_names
+    from dwc.fpga.devices import FAMILY_DEVICES, TARGETS, target_names
     from dwc.core.targets import FAMILIES, family_of, smallest_device
     assert {d for f in FAMILIES.values() for d in f.devices} == set(TARGETS)
     for name, fam in FAMILIES.items():
@@ -212,3 +212,19 @@ def test_one_table_of_fpga_families():
             assert bool(TARGETS[d].nextpnr) == fam.placed
         assert smallest_device(name) == fam.devices[0]
     assert set(target_names()) == set(TARGETS) | set(FAMILY_DEVICES) and family_of("ecp5-99k") is None
+
+
+def test_one_meaning_of_pipeline():
+    """--pipeline K|max|auto is read and resolved in dwc.core.pipeline only; the commands take their
+    defaults from it (compile: the lowest latency; build, demo and sweeps: the highest clock)."""
+    from dwc.core.pipeline import BUILD_DEFAULT, COMPILE_DEFAULT, parse_pipeline, resolve_stages
+    from dwc.flows.sweep_spec import HARDWARE_KEYS
+    assert [parse_pipeline(v) for v in (0, "3", "max", "auto")] == [0, 3, "max", "auto"]
+    for bad in (-1, "-2", "fast", 1.5, True, None):
+        with pytest.raises(ValueError, match="number of stages"):
+            parse_pipeline(bad)
+    assert resolve_stages("max", 7) == 7 and resolve_stages(2, 7) == 2
+    with pytest.raises(ValueError, match="place and route"):
+        resolve_stages("auto", 7)
+    assert _default("compile", "pipeline") == COMPILE_DEFAULT == 0
+    assert _default("build", "pipeline") == BUILD_DEFAULT == HARDWARE_KEYS["pipeline"] == "max"

@@ -9,6 +9,7 @@ from dwc.cli.options import add_input_register, count, given_options, log_for, p
 from dwc.cli.train import train_config
 from dwc.cli.train_options import add_train_options
 from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.pipeline import BUILD_DEFAULT
 from dwc.core.errors import UserError
 
 
@@ -53,7 +54,7 @@ def add(sub):
                         "fits), or none to stop after verify (default ecp5-25k); it also picks the "
                         "popcount structure (see dwc compile), never the trained LUT size (that is --lut-inputs or "
                         "--train-target)")
-    p.add_argument("--pipeline", type=pipeline_stages, default="max", metavar="K|max|auto",
+    p.add_argument("--pipeline", type=pipeline_stages, default=BUILD_DEFAULT, metavar="K|max|auto",
                    help="register stages in the core (default max: highest Fmax; auto: the fewest that reach "
                         "--freq on --target, measured by place and route)")
     add_input_register(p)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from dwc.core.config import OPTIONS
+from dwc.core.pipeline import COMPILE_DEFAULT, parse_pipeline
 
 
 def int_list(text: str) -> list[int]:
@@ -29,12 +30,10 @@ def count(text: str) -> int:
 
 
 def pipeline_stages(text: str) -> int | str:
-    if text in ("max", "auto"):
-        return text
     try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of stages, max or auto, got {text!r}") from None
+        return parse_pipeline(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_input_register(p):
@@ -57,7 +56,7 @@ def add_hdl_options(p):
                    help="quantised MLPs: a neuron whose nonzero-weight inputs total at most N bits (fan-in x "
                         "bits) is enumerated into lookup tables, LogicNets style; wider ones become "
                         "constant-coefficient arithmetic (default 8; 0 = always arithmetic)")
-    p.add_argument("--pipeline", type=pipeline_stages, default=0, metavar="K|max|auto",
+    p.add_argument("--pipeline", type=pipeline_stages, default=COMPILE_DEFAULT, metavar="K|max|auto",
                    help="register stages inside the core: 0 = minimum latency (registered I/O around one "
                         "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
                         "comparators, after each LUT layer and after the popcounts (and each linear layer); more "

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from dwc.core.config import DEFAULT_FREQ_MHZ
 from dwc.core.errors import UserError
+from dwc.core.pipeline import AUTO, resolve_stages
 from dwc.ir import Graph
 from dwc.frontends.freeze import freeze
 from dwc.ir.passes import optimize
@@ -95,9 +96,8 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
         raise UserError(f"--comparators: choose {' or '.join(COMPARATORS)}, got {comparators!r}")
     from dwc.rtl.linear import TABLE_BITS
     compressor = popcount_compressor(graph) if compressor is None else compressor
-    if pipeline == "max":
-        pipeline = max_pipeline(graph, compressor)
     try:
+        pipeline = resolve_stages(pipeline, max_pipeline(graph, compressor))
         core = DWCCore(graph, pipeline, cells="verilog", scope=scope, compressor=compressor,
                        table_bits=TABLE_BITS if table_bits is None else table_bits, comparators=comparators,
                        input_register=input_register)
@@ -174,7 +174,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
     graph.save(out / "graph.json")
     compressor = popcount_compressor(graph, target)
     search = None
-    if pipeline == "auto":
+    if pipeline == AUTO:
         pipeline, tried = choose_pipeline(graph, out, target, freq, table_bits, log, compressor, comparators,
                                           input_register)
         search = {"target": target, "requested_mhz": freq, "chosen": pipeline, "tried": tried,
@@ -227,7 +227,7 @@ def import_model(model: Path, out: Path, env: str | None = None, obs_width: int 
     The lowering checks itself: onnxruntime and the IR run the same fixed-point observations, the last
     layer's codes must agree on every one (else nothing is written)."""
     from dwc.frontends.onnx_import import check_against_onnxruntime, import_onnx, load_model
-    if pipeline == "auto":
+    if pipeline == AUTO:
         raise UserError("--pipeline auto: dwc compile and dwc build only; give dwc import a number of stages or max")
     t0 = time.perf_counter()
     if env is not None:
