@@ -228,3 +228,20 @@ def test_one_meaning_of_pipeline():
         resolve_stages("auto", 7)
     assert _default("compile", "pipeline") == COMPILE_DEFAULT == 0
     assert _default("build", "pipeline") == BUILD_DEFAULT == HARDWARE_KEYS["pipeline"] == "max"
+
+
+def test_a_bad_option_is_named_by_python_and_by_the_command_line(tmp_path, capsys):
+    """Library errors name the parameter as Python calls it; the CLI says the same with its flag."""
+    from dwc.cli import main
+    from dwc.core.errors import OptionError
+    from dwc.core.seeds import parse_seeds
+    with pytest.raises(OptionError) as e:
+        parse_seeds("5-1")
+    assert e.value.option == "seeds" and str(e.value) == "seeds '5-1': the range 5-1 runs backwards"
+    assert main(["train", "--seeds", "5-1", "--out", str(tmp_path / "r")]) == 2
+    assert "dwc train: error: --seeds '5-1': the range 5-1 runs backwards" in capsys.readouterr().err
+    # where the flag is spelled differently from the parameter, the flag of that destination is named
+    from dwc.cli.app import _flagged, _parser_and_commands
+    build = _parser_and_commands()[1]["build"]
+    assert _flagged(build, OptionError("eval_episodes", " 0: too few")) == "--episodes 0: too few"
+    assert _flagged(build, OptionError("obs_width", " 3: too narrow")) == "--obs-width 3: too narrow"

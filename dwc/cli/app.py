@@ -9,7 +9,7 @@ import sys
 from dwc.cli import (board_sim, build, demo, evaluate, export, hil, import_onnx, policies, report, sweep, synth,
                      train, verify)
 from dwc.cli import compile as compile_  # not to hide the builtin
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 
 
 MAIN_HELP = """\
@@ -73,8 +73,18 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict]:
     return parser, sub.choices
 
 
+def _flagged(parser: argparse.ArgumentParser, e: OptionError) -> str:
+    """An OptionError in the command line's words: the option's flag (the one whose destination or
+    spelling matches the library's name for it) and what is wrong."""
+    dashed = "--" + e.option.replace("_", "-")
+    flags = [a.option_strings for a in parser._actions if a.option_strings]
+    flag = next((f[0] for f in flags if dashed in f), None) or next(
+        (a.option_strings[0] for a in parser._actions if a.dest == e.option and a.option_strings), dashed)
+    return f"{flag}{e.detail}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser, commands = _parser_and_commands()
     argv = sys.argv[1:] if argv is None else list(argv)
     args, unknown = parser.parse_known_args(argv)
     args.argv = argv
@@ -88,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command].run(args)
     except UserError as e:
-        print(f"dwc {args.command}: error: {e}", file=sys.stderr)
+        message = _flagged(commands[args.command], e) if isinstance(e, OptionError) else str(e)
+        print(f"dwc {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\ndwc {args.command}: interrupted{_what_is_kept(args)}", file=sys.stderr)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from dwc.core.config import ActorConfig, layer_shape
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 
 
 def shipped_dir(name: str) -> Path:
@@ -43,7 +43,7 @@ def shipped_policy(name: str) -> Path:
     relative to the working directory where it lies below it (from a checkout: policies/...)."""
     policy = POLICIES_DIR / name
     if not (policy / "config.json").exists():
-        raise UserError(f"--policy {name}: not in {POLICIES_DIR} (dwc policies lists them)")
+        raise OptionError("policy", f" {name}: not in {POLICIES_DIR} (dwc policies lists them)")
     return policy.relative_to(Path.cwd()) if policy.is_relative_to(Path.cwd()) else policy
 
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.core.targets import NATIVE_LUT_INPUTS, family_of
 
 
@@ -245,22 +245,22 @@ def config_from_options(options: dict, where: str = "option", teacher_env: str |
     if cfg.target:  # the target's native LUT: one IR LUT is one LUT of the fabric
         family = family_of(cfg.target)
         if family is None:
-            raise UserError(f"--target {cfg.target!r}: choose from {', '.join(NATIVE_LUT_INPUTS)}")
+            raise OptionError("target", f" {cfg.target!r}: choose from {', '.join(NATIVE_LUT_INPUTS)}")
         cfg.target, native = family, NATIVE_LUT_INPUTS[family]
         if options.get("lut_inputs", native) != native and cfg.actor.policy == "dwc":
-            raise UserError(f"--target {family} has {native}-input LUTs; drop --lut-inputs {options['lut_inputs']} "
+            raise OptionError("target", f" {family} has {native}-input LUTs; drop --lut-inputs {options['lut_inputs']} "
                             f"(or drop --target to train another arity)")
         if cfg.actor.policy == "dwc":
             cfg.actor.lut_inputs = native
     if cfg.algo == "distill" and cfg.distill.teacher.endswith(".onnx"):  # a model file names no task
         if not Path(cfg.distill.teacher).is_file():
-            raise UserError(f"--teacher {cfg.distill.teacher} does not exist")
+            raise OptionError("teacher", f" {cfg.distill.teacher} does not exist")
         if "env" not in options:
-            raise UserError(f"--teacher {cfg.distill.teacher}: give --env, the task the model acts in")
+            raise OptionError("teacher", f" {cfg.distill.teacher}: give --env, the task the model acts in")
     elif cfg.algo == "distill" and cfg.distill.teacher:  # the student learns the teacher's task
         task = teacher_env or load_config(cfg.distill.teacher).env
         if "env" in options and cfg.env != task:
-            raise UserError(f"--teacher {cfg.distill.teacher} was trained on {task}, not --env {cfg.env}")
+            raise OptionError("teacher", f" {cfg.distill.teacher} was trained on {task}, not --env {cfg.env}")
         cfg.env = task
     a = cfg.actor
     if a.max_luts and "width" not in options:  # the budget sizes the layers (those --last-width leaves)
@@ -268,7 +268,7 @@ def config_from_options(options: dict, where: str = "option", teacher_env: str |
                    else max(1, a.max_luts // a.layers))
     if cfg.actor.policy == "gates":  # a gate is a 2-input LUT on a fixed random wiring (as published)
         if options.get("lut_inputs", 2) != 2 or options.get("wiring", "random") != "random":
-            raise UserError("--policy gates: gates have 2 inputs and a random wiring; drop --lut-inputs / --wiring")
+            raise OptionError("policy", " gates: gates have 2 inputs and a random wiring; drop --lut-inputs / --wiring")
         cfg.actor.lut_inputs, cfg.actor.wiring = 2, "random"
     validate(cfg)
     return cfg

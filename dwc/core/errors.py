@@ -45,3 +45,13 @@ class TimeLimit(KeyboardInterrupt):
 
 class UserError(Exception):
     """Bad input or an unusable environment: a message for the user, never a traceback."""
+
+
+class OptionError(UserError):
+    """A bad value of one option, named as the library calls it (``obs_width``, a parameter or a config
+    field) followed by what is wrong (``detail``). The CLI says the same with the option's flag
+    (``--obs-width``), so a Python caller and a shell user each read their own name for it."""
+
+    def __init__(self, option: str, detail: str):
+        self.option, self.detail = option, detail
+        super().__init__(f"{option}{detail}")

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from dwc.core.config import TrainConfig, resume_config
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.core.rundir import CHECKPOINT, CONFIG, load_config
 
 SUMMARY = "seeds.json"
@@ -26,15 +26,15 @@ def parse_seeds(text: str) -> list[int]:
         part = part.strip()
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
         if not m:
-            raise UserError(f"--seeds {text!r}: expected a range like 1-8, a list like 1,3,5 or both (1-4,9)")
+            raise OptionError("seeds", f" {text!r}: expected a range like 1-8, a list like 1,3,5 or both (1-4,9)")
         lo, hi = int(m[1]), int(m[2] or m[1])
         if hi < lo:
-            raise UserError(f"--seeds {text!r}: the range {part} runs backwards")
+            raise OptionError("seeds", f" {text!r}: the range {part} runs backwards")
         seeds += range(lo, hi + 1)
     if len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds {text!r}: a seed is listed twice")
+        raise OptionError("seeds", f" {text!r}: a seed is listed twice")
     if len(seeds) > MAX_SEEDS:
-        raise UserError(f"--seeds {text!r}: {len(seeds)} seeds; at most {MAX_SEEDS} train together in one process")
+        raise OptionError("seeds", f" {text!r}: {len(seeds)} seeds; at most {MAX_SEEDS} train together in one process")
     return seeds
 
 
@@ -50,7 +50,7 @@ def seed_configs(given: dict, seeds: list[int], out: Path, resume: bool) -> list
     from dwc.core.config import config_from_options
 
     if "seed" in given:
-        raise UserError("--seed and --seeds: give one of them (--seeds 1-4 trains seeds 1 to 4)")
+        raise OptionError("seed", " and --seeds: give one of them (--seeds 1-4 trains seeds 1 to 4)")
     out = Path(out)
     if (out / CONFIG).exists():
         raise UserError(f"{out} is the run directory of a single seed; --seeds writes one run directory per seed "
@@ -59,7 +59,7 @@ def seed_configs(given: dict, seeds: list[int], out: Path, resume: bool) -> list
         return [config_from_options({**given, "seed": s}) for s in seeds]
     missing = [str(seed_dir(out, s)) for s in seeds if not (seed_dir(out, s) / CHECKPOINT).exists()]
     if missing:
-        raise UserError(f"--resume: no checkpoint in {', '.join(missing)}; a run stopped before its first checkpoint "
+        raise OptionError("resume", f": no checkpoint in {', '.join(missing)}; a run stopped before its first checkpoint "
                         f"starts again without --resume (and --seeds must list the seeds trained before)")
     cfgs = [resume_config(load_config(seed_dir(out, s)), given) for s in seeds]
     first = {k: v for k, v in cfgs[0].to_dict().items() if k != "seed"}
@@ -74,5 +74,5 @@ def seed_configs(given: dict, seeds: list[int], out: Path, resume: bool) -> list
 def check_together(cfg: TrainConfig) -> None:
     """Seeds train together with SAC only (PPO and distillation: one process per seed)."""
     if cfg.algo != "sac":
-        raise UserError(f"--seeds trains SAC runs together; --algo {cfg.algo} trains one seed per process "
+        raise OptionError("seeds", f" trains SAC runs together; --algo {cfg.algo} trains one seed per process "
                         f"(run dwc train --seed S once per seed)")

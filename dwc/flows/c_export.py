@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.ir import Graph, IRError
 from dwc.ir import reference as ref
 from dwc.backends.c_header import c_header, c_layout
@@ -59,7 +59,7 @@ def c_name(header: Path) -> str:
 def export_c(source: Path, out: Path | None = None, measure: bool = True, log=print) -> dict:
     g, header = source_graph(source, out)
     if header.suffix != ".h":
-        raise UserError(f"--out {header}: a C header's name ends in .h")
+        raise OptionError("out", f" {header}: a C header's name ends in .h")
     name = c_name(header)
     try:
         text = c_header(g, name)

@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from dwc.core.config import DEFAULT_FREQ_MHZ
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.core.pipeline import AUTO, resolve_stages
 from dwc.ir import Graph
 from dwc.frontends.freeze import freeze
@@ -25,9 +25,9 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
         if len(obs_frac) == 1:
             obs_frac = obs_frac * actor.normalizer.mean.numel()
         if len(obs_frac) != actor.normalizer.mean.numel():
-            raise UserError(f"--obs-frac: {len(obs_frac)} values for {actor.normalizer.mean.numel()} observation dims")
+            raise OptionError("obs_frac", f": {len(obs_frac)} values for {actor.normalizer.mean.numel()} observation dims")
         if any(not -32 <= f <= 32 for f in obs_frac):
-            raise UserError("--obs-frac values must be in -32..32")
+            raise OptionError("obs_frac", " values must be in -32..32")
     if cfg.actor.policy not in ("dwc", "gates", "qmlp"):
         raise UserError(f"{run}: a {cfg.actor.policy!r} policy has no integer circuit (dwc, gates and qmlp do)")
     for name, w in (("--obs-width", obs_width), ("--act-width", act_width)):
@@ -49,7 +49,7 @@ def popcount_compressor(graph: Graph, target: str | None = None) -> int:
     from dwc.rtl.popcount import COMPRESSOR, compressor_for
     from dwc.core.targets import NATIVE_LUT_INPUTS, family_of
     if target and target != "none" and family_of(target) is None:
-        raise UserError(f"--target {target!r}: choose an FPGA family ({', '.join(NATIVE_LUT_INPUTS)}) or a device "
+        raise OptionError("target", f" {target!r}: choose an FPGA family ({', '.join(NATIVE_LUT_INPUTS)}) or a device "
                         f"of one (e.g. ecp5-25k)")
     family = family_of(target) or family_of(graph.meta.get("target"))
     return compressor_for(NATIVE_LUT_INPUTS[family]) if family else COMPRESSOR
@@ -93,7 +93,7 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
     from dwc.rtl.comparators import COMPARATORS
     from dwc.rtl.core import DWCCore, max_pipeline, to_verilog
     if comparators not in COMPARATORS:
-        raise UserError(f"--comparators: choose {' or '.join(COMPARATORS)}, got {comparators!r}")
+        raise OptionError("comparators", f": choose {' or '.join(COMPARATORS)}, got {comparators!r}")
     from dwc.rtl.linear import TABLE_BITS
     compressor = popcount_compressor(graph) if compressor is None else compressor
     try:
@@ -102,7 +102,7 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
                        table_bits=TABLE_BITS if table_bits is None else table_bits, comparators=comparators,
                        input_register=input_register)
     except ValueError as e:
-        raise UserError(f"--pipeline: {e}") from None
+        raise OptionError("pipeline", f": {e}") from None
     t0 = time.perf_counter()
     verilog = to_verilog(core)
     write_text(out / "dwc_core.v", verilog)
@@ -126,7 +126,7 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
     from dwc.fpga.synth import TARGETS, DoesNotFit, synth
     from dwc.rtl.core import max_pipeline
     if target not in TARGETS or not TARGETS[target].nextpnr:
-        raise UserError(f"--pipeline auto measures Fmax by place and route: give --target one of "
+        raise OptionError("pipeline", f" auto measures Fmax by place and route: give --target one of "
                         f"{', '.join(k for k, t in TARGETS.items() if t.nextpnr)}")
     compressor = popcount_compressor(graph, target) if compressor is None else compressor
     tried: dict[int, dict] = {}
@@ -189,7 +189,7 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
             from dwc.backends.onnx_export import export
             export(graph, out / "policy.onnx")
         except ImportError:
-            raise UserError("--onnx needs the onnx package: pip install 'dwc[onnx]'") from None
+            raise OptionError("onnx", " needs the onnx package: pip install 'dwc[onnx]'") from None
     hdl = emit_verilog(graph, out, pipeline, table_bits=table_bits, compressor=compressor, comparators=comparators,
                        input_register=input_register)
     _warn_arithmetic(hdl, log)
@@ -228,7 +228,7 @@ def import_model(model: Path, out: Path, env: str | None = None, obs_width: int 
     layer's codes must agree on every one (else nothing is written)."""
     from dwc.frontends.onnx_import import check_against_onnxruntime, import_onnx, load_model
     if pipeline == AUTO:
-        raise UserError("--pipeline auto: dwc compile and dwc build only; give dwc import a number of stages or max")
+        raise OptionError("pipeline", " auto: dwc compile and dwc build only; give dwc import a number of stages or max")
     t0 = time.perf_counter()
     if env is not None:
         from dwc.train.envs import check_env_id
@@ -238,7 +238,7 @@ def import_model(model: Path, out: Path, env: str | None = None, obs_width: int 
     onnx_model = load_model(Path(model))
     graph, info = import_onnx(onnx_model, Path(model), obs_width, act_width, env)
     if env is not None and dims != (graph.obs_dim, graph.action_dim):
-        raise UserError(f"--env {env}: observations/actions are {dims[0]}/{dims[1]} wide, the model takes "
+        raise OptionError("env", f" {env}: observations/actions are {dims[0]}/{dims[1]} wide, the model takes "
                         f"{graph.obs_dim} and gives {graph.action_dim}")
     check = check_against_onnxruntime(onnx_model, graph, check_vectors)
     if check["code_mismatches"] or not check["actions_within_half_lsb"]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from dwc.core.config import EVAL_SEED_OFFSET, TrainConfig
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.train.checkpoint import load_actor
 from dwc.train.common import actor_act_fn, evaluate, resolve_device
 from dwc.core.rundir import write_json
@@ -31,7 +31,7 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
     """Deterministic episodes of the float policy; with ``frozen`` also of the frozen integer IR
     (what goes into hardware) on the same seeds, reported under ``"frozen"``."""
     if episodes < 1:
-        raise UserError(f"--episodes must be >= 1, got {episodes}")
+        raise OptionError("episodes", f" must be >= 1, got {episodes}")
     dev = resolve_device(device)
     actor, cfg, step = load_actor(run_dir, str(dev))
     seed = cfg.seed + EVAL_SEED_OFFSET if seed is None else seed

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from dwc.core.catalog import deployed_return
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.train.checkpoint import load_actor, load_checkpoint
 from dwc.train.run import learning_curve_png
 from dwc.core.rundir import CHECKPOINT, COMMANDS, LEGS, load_config, write_json
@@ -74,9 +74,9 @@ def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None 
             raise UserError(f"{sweep_dir} has several tasks: give --task ({', '.join(tasks)})")
         task = tasks[0]
     if task not in tasks:
-        raise UserError(f"--task {task!r}: {sweep_dir} has {', '.join(tasks)}")
+        raise OptionError("task", f" {task!r}: {sweep_dir} has {', '.join(tasks)}")
     if config not in configs:
-        raise UserError(f"--config {config!r}: {sweep_dir} has {', '.join(configs)}")
+        raise OptionError("config", f" {config!r}: {sweep_dir} has {', '.join(configs)}")
     runs = sorted((r for r in results if (r["task"], r["config"]) == (task, config)), key=lambda r: r["seed"])
     if not runs:
         raise UserError(f"no run of {task}/{config} in {sweep_dir} has finished yet")
@@ -89,7 +89,7 @@ def export_from_sweep(sweep_dir: Path, config: str, out: Path, task: str | None 
     else:
         found = [r for r in runs if r["seed"] == seed]
         if not found:
-            raise UserError(f"--seed {seed}: the finished seeds of {task}/{config} at {budget} steps are "
+            raise OptionError("seed", f" {seed}: the finished seeds of {task}/{config} at {budget} steps are "
                             f"{', '.join(str(r['seed']) for r in runs)}")
         chosen, rule = found[0], "the seed given (--seed)"
     run_dir = Path(chosen["dir"])

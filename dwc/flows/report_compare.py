@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError
 from dwc.flows import stats
 from dwc.flows.report_runs import RETURNS
 
@@ -30,7 +30,7 @@ def check_baselines(state: dict, baselines: list[str] | None) -> list[str]:
     order = config_order(state)
     for b in baselines or []:
         if b not in order:
-            raise UserError(f"--baseline {b!r}: no such config in this sweep (configs: {', '.join(order)})")
+            raise OptionError("baseline", f" {b!r}: no such config in this sweep (configs: {', '.join(order)})")
     return list(baselines or [])
 
 

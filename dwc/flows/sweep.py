@@ -28,7 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from dwc.core.config import RESUMABLE, TrainConfig, train_command
-from dwc.core.errors import TimeLimit, UserError, interrupt_on_sigterm
+from dwc.core.errors import OptionError, TimeLimit, UserError, interrupt_on_sigterm
 from dwc.core.rundir import CHECKPOINT, checkpoint_info, hold_lock, write_json
 from dwc.flows.sweep_spec import ATTEMPTS, RESULT, Job, Spec, TimeLeft, load_spec
 
@@ -243,18 +243,18 @@ def sweep(spec_path: Path, out: Path | None = None, address: str | None = None, 
     ``stop_after``: seconds from now after which the runs in flight checkpoint and the sweep stops, as on
     Ctrl-C, raising :class:`TimeLimit` (a part of a sweep on a machine lent for a while)."""
     if cpus is not None and cpus < 1:
-        raise UserError(f"--cpus must be >= 1, got {cpus}")
+        raise OptionError("cpus", f" must be >= 1, got {cpus}")
     deadline = time.monotonic() + stop_after if stop_after else None
     spec = load_spec(spec_path, scale_down=scale_down)
     spec_path = spec.path  # a shipped spec's name resolved
     now_tasks, now_seeds, now_configs = _part(spec, tasks, seeds, configs)
     if seeds_per_run is not None:
         if seeds_per_run < 1:
-            raise UserError(f"--seeds-per-run must be >= 1, got {seeds_per_run}")
+            raise OptionError("seeds_per_run", f" must be >= 1, got {seeds_per_run}")
         spec.resources["seeds_per_run"] = seeds_per_run
     if cpus_per_run is not None:
         if cpus_per_run < 1:
-            raise UserError(f"--cpus-per-run must be >= 1, got {cpus_per_run}")
+            raise OptionError("cpus_per_run", f" must be >= 1, got {cpus_per_run}")
         spec.resources["cpus_per_run"] = cpus_per_run
     out = Path(out) if out else Path("sweeps") / (spec_path.stem + "-scale-down" * scale_down)
     jobs = spec.jobs(out.resolve())

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.frontends.onnx_model import OnnxModel, Quant
 from dwc.ir.graph import Comparator, FixedFormat, Graph, Linear
 
@@ -357,7 +357,7 @@ def _observation_format(lo_in: np.ndarray, hi_in: np.ndarray, e_in: int, obs_wid
     span = float(np.max(np.maximum(np.abs(lo_in - 1), np.abs(hi_in + 1))) * 2.0 ** e_in)
     frac = obs_width - 2 - math.floor(math.log2(span))
     if frac < -e_in + 1:
-        raise UserError(f"--obs-width {obs_width} is too narrow for the observation quantiser (range +-{span:g} at "
+        raise OptionError("obs_width", f" {obs_width} is too narrow for the observation quantiser (range +-{span:g} at "
                         f"steps of {2.0 ** e_in:g}); use --obs-width {obs_width + (-e_in + 1 - frac)} or more")
     return FixedFormat(obs_width, frac)
 

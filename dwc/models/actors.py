@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from dwc.core.config import ActorConfig  # re-exported: the models API takes it
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError
 from dwc.models.encoding import ObsNormalizer, Thermometer
 from dwc.models.gates import GateLayer
 from dwc.models.lut import LUTLayer
@@ -180,7 +180,7 @@ class DWCActor(_Actor):
         super().__init__(obs_dim, action_low, action_high)
         last = cfg.last_width or cfg.width
         if last < action_dim:
-            raise UserError(f"--width / --last-width: the last layer's {last} LUTs are fewer than the "
+            raise OptionError("width", f" / --last-width: the last layer's {last} LUTs are fewer than the "
                             f"{action_dim} actions (each action reads its own group of them)")
         last -= last % action_dim  # e.g. 1023 for Hopper's 3 actions
         self.encoder = Thermometer(obs_dim, cfg.thermo_bits)

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError
 from dwc.ir.graph import check_observation
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -18,12 +18,12 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"--device {name}: no CUDA GPU is available to this torch build "
+        raise OptionError("device", f" {name}: no CUDA GPU is available to this torch build "
                         f"(torch {torch.__version__}); use --device cpu or auto")
     try:
         return torch.device(name)
     except RuntimeError:
-        raise UserError(f"--device {name!r} is not a device (use auto, cpu or cuda)") from None
+        raise OptionError("device", f" {name!r} is not a device (use auto, cpu or cuda)") from None
 
 
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -51,7 +51,7 @@ def resolve_precision(name: str, device: torch.device) -> torch.dtype:
     seeds (results/hopper-ab) it cost the MLP return (IQM ratio 0.81), and a DWC pairs with its MLP
     baseline only at the same precision, so bf16 is only taken when asked for (``bfloat16``)."""
     if name not in PRECISIONS:
-        raise UserError(f"--precision {name!r}: choose from {', '.join(PRECISIONS)}")
+        raise OptionError("precision", f" {name!r}: choose from {', '.join(PRECISIONS)}")
     if name == "auto":
         return torch.float32
     return getattr(torch, name)

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from dwc.core.config import TrainConfig
-from dwc.core.errors import UserError, interrupts_held
+from dwc.core.errors import OptionError, UserError, interrupts_held
 from dwc.models import build_actor
 from dwc.train.checkpoint import load_actor
 from dwc.train.common import flush_denormals, resolve_precision
@@ -68,13 +68,13 @@ class OnnxTeacher:
         try:
             self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         except Exception as e:  # noqa: BLE001 - onnxruntime's own exception types
-            raise UserError(f"--teacher {path}: not a model onnxruntime can run: {str(e).splitlines()[0]}") from None
+            raise OptionError("teacher", f" {path}: not a model onnxruntime can run: {str(e).splitlines()[0]}") from None
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
         names = [o.name for o in outputs]
         self.input, self.output = inputs[0].name, "action" if "action" in names else names[0]
         got = self.session.run([self.output], {self.input: np.zeros((2, obs_dim), np.float32)})[0]
         if len(inputs) != 1 or got.shape != (2, act_dim):
-            raise UserError(f"--teacher {path}: expected one input (N, {obs_dim}) and an action output (N, {act_dim}), "
+            raise OptionError("teacher", f" {path}: expected one input (N, {obs_dim}) and an action output (N, {act_dim}), "
                             f"got {len(inputs)} input(s) and an output of shape {tuple(got.shape)} for 2 observations")
 
     def act(self, obs: torch.Tensor) -> torch.Tensor:
@@ -89,7 +89,7 @@ def load_teacher(path: Path, env: str, obs_dim: int, act_dim: int, device: torch
         return OnnxTeacher(path, obs_dim, act_dim)
     teacher, tcfg, _ = load_actor(Path(path), str(device))
     if tcfg.env != env:
-        raise UserError(f"--teacher {path} was trained on {tcfg.env}, not {env}")
+        raise OptionError("teacher", f" {path} was trained on {tcfg.env}, not {env}")
     return teacher
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from dwc.core.config import TrainConfig
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.train.checkpoint import load_checkpoint, rng_state
 from dwc.core.rundir import (CHECKPOINT, COMMANDS, CONFIG, LEGS, LOCK, METRICS, atomic_write_bytes, code_version, episode_returns, hold_lock, machine, read_metrics, record_checkpoint, write_json)
 
@@ -38,7 +38,7 @@ class RunDir:
     def _open(self, cfg: TrainConfig, resume: bool, progress: bool, command: list[str] | None) -> None:
         if resume:
             if not self.ckpt_path.exists():
-                raise UserError(f"--resume: no checkpoint in {self.path} to resume from; a run stopped before "
+                raise OptionError("resume", f": no checkpoint in {self.path} to resume from; a run stopped before "
                                 f"its first checkpoint starts again without --resume")
             self.resume_state = load_checkpoint(self.ckpt_path)
         elif (self.path / CONFIG).exists() and not self.ckpt_path.exists():

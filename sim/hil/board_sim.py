@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 
 FAULTS_IN = ("garbage", "drop", "corrupt", "disconnect")  # on the N-th observation frame received
 FAULTS_OUT = ("garbage-reply", "drop-reply", "corrupt-reply", "late-reply")  # on the N-th reply sent
@@ -17,7 +17,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     host = host.strip("[]")
     if not host or not port.isdigit() or int(port) > 65535:
-        raise UserError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:5555 (port 0: any free port)")
+        raise OptionError("listen", f" {text!r}: expected HOST:PORT, e.g. 127.0.0.1:5555 (port 0: any free port)")
     return host, int(port)
 
 
@@ -46,7 +46,7 @@ def board_sim(build: Path, listen: str, baud: int = 115200, clock_mhz: float | N
     divisor = SIM_DIVISOR if clock_mhz is None else round(clock_mhz * 1e6 / baud)
     clock_mhz = clock_mhz or SIM_DIVISOR * baud / 1e6
     if divisor < 2:
-        raise UserError(f"--baud {baud} is too fast for a {clock_mhz:g} MHz clock: the UART needs at least 2 "
+        raise OptionError("baud", f" {baud} is too fast for a {clock_mhz:g} MHz clock: the UART needs at least 2 "
                         f"clock cycles per bit")
     # after the last bit on either line, the link has either answered or dropped the frame (its timeout)
     quiet = link_timeout(divisor) + 20 * divisor + 4 * ports["latency_cycles"] + 16

@@ -9,7 +9,7 @@ import re
 import time
 from pathlib import Path
 
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.core.rundir import write_json
 
 SIM_DIVISOR = 4  # clock cycles per UART bit in simulation (the board uses clock / baud)
@@ -23,9 +23,9 @@ def parse_faults(spec: list[str], kinds=None, unit: str = "STEP") -> dict:
     for item in spec:
         kind, _, step = item.partition("@")
         if kind not in kinds or not step.isdigit():
-            raise UserError(f"--inject {item!r}: expected KIND@{unit} with KIND one of {', '.join(kinds)}")
+            raise OptionError("inject", f" {item!r}: expected KIND@{unit} with KIND one of {', '.join(kinds)}")
         if int(step) in out:
-            raise UserError(f"--inject: {unit.lower()} {step} is given twice ({out[int(step)]} and {kind}); "
+            raise OptionError("inject", f": {unit.lower()} {step} is given twice ({out[int(step)]} and {kind}); "
                             f"one fault per {unit.lower()}")
         out[int(step)] = kind
     return out
@@ -59,7 +59,7 @@ def open_port(url: str, baud: int, timeout_s: float):
     try:
         import serial
     except ImportError:
-        raise UserError("--port needs pyserial: pip install pyserial") from None
+        raise OptionError("port", " needs pyserial: pip install pyserial") from None
     scheme, _, rest = url.partition("://")
     if scheme in ("socket", "rfc2217"):
         from urllib.parse import urlsplit
@@ -68,7 +68,7 @@ def open_port(url: str, baud: int, timeout_s: float):
         except ValueError:  # a port that is not a number in 0..65535
             ok = False
         if not ok:
-            raise UserError(f"--port {url}: expected {scheme}://HOST:PORT, e.g. {scheme}://127.0.0.1:5555")
+            raise OptionError("port", f" {url}: expected {scheme}://HOST:PORT, e.g. {scheme}://127.0.0.1:5555")
     try:
         return serial.serial_for_url(url, baudrate=baud, timeout=timeout_s)
     except (serial.SerialException, ValueError, OSError) as e:
@@ -82,7 +82,7 @@ def open_port(url: str, baud: int, timeout_s: float):
             hint = "a port is a device (/dev/ttyUSB0) or a URL socket://HOST:PORT or rfc2217://HOST:PORT"
         else:
             hint = "is the board plugged in, and is this its serial device?"
-        raise UserError(f"--port {url}: {why}; {hint}") from None
+        raise OptionError("port", f" {url}: {why}; {hint}") from None
 
 
 class _Link:
@@ -107,7 +107,7 @@ class _Link:
                 self.reconnects += 1
                 return
             except UserError as e:
-                last = str(e).removeprefix(f"--port {self.url}: ")
+                last = (e.detail if isinstance(e, OptionError) else str(e)).removeprefix(f" {self.url}: ")
             if time.perf_counter() - t0 + wait > self.reconnect_s:
                 raise UserError(f"lost the connection to {self.url} ({why}) and could not reopen it in "
                                 f"{tries} tries over {self.reconnect_s:g} s: {last}")
@@ -200,7 +200,7 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
     env_id = env_id or graph.meta.get("env")
     faults = parse_faults(list(inject))
     if faults and not sim:
-        raise UserError("--inject works with --sim only; for faults on a port, give them to the virtual board: "
+        raise OptionError("inject", " works with --sim only; for faults on a port, give them to the virtual board: "
                         "dwc board-sim BUILD --inject KIND@FRAME")
     seeds = [(evaluation_seed(graph) if seed is None else seed) + i for i in range(episodes)]
 
