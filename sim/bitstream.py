@@ -148,7 +148,7 @@ def decode_ice40(work: Path, report: dict, out: Path) -> dict:
     """The iCE40 bitstream (``top.bin``) decoded back to Verilog."""
     import subprocess
 
-    from dwc.fpga.synth import TARGETS, package_of
+    from dwc.fpga.devices import TARGETS, package_of
     t0 = time.perf_counter()
     vlog = _icebox_vlog()
     out.mkdir(parents=True, exist_ok=True)

@@ -154,7 +154,8 @@ def test_synth_reports_comparator_area_smaller_than_the_full_lowering(tmp_path):
     rest; the shared bank takes fewer LUT4 sites than full-width compares (carry chains at the deepest
     pipeline, soft logic otherwise), and the rest is unchanged by the lowering."""
     from dwc.flows.compile import emit_verilog
-    from dwc.fpga.synth import area_split, area_text
+    from dwc.fpga.synth import area_split
+    from dwc.fpga.synth_summary import area_text
     from dwc.frontends.freeze import untrained_graph
     from dwc.models import ActorConfig
     from dwc.rtl.core import max_pipeline

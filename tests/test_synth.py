@@ -234,7 +234,7 @@ def test_ice40_pin_table_matches_nextpnr(tmp_path):
 
 
 def test_timing_and_cells_text():
-    from dwc.fpga.synth import timing_text
+    from dwc.fpga.synth_summary import timing_text
     assert timing_text(16.54, 100) == "Fmax 16.5 MHz < 100 requested: TIMING NOT MET"
     assert timing_text(120.0, 100) == "Fmax 120.0 MHz >= 100 requested: timing met"
     assert timing_text(None, None) == "no clock (estimate only)"
@@ -243,7 +243,7 @@ def test_timing_and_cells_text():
 def test_a_clock_nobody_asked_for_is_reported_not_failed():
     """Without --freq nextpnr places for the default clock, but a slower Fmax is no error: a core
     compiled without pipeline stages is not broken for being slower than 100 MHz."""
-    from dwc.fpga.synth import timing_missed, timing_text
+    from dwc.fpga.synth_summary import timing_missed, timing_text
     assert timing_text(45.74, 100, required=False) == \
         "Fmax 45.7 MHz (placed for the default 100 MHz; no clock required: --freq MHZ requires one)"
     assert timing_text(120.0, 100, required=False) == "Fmax 120.0 MHz >= 100 requested: timing met"
@@ -378,7 +378,7 @@ def test_a_board_top_whose_router1_runs_out_of_its_budget_is_built_with_router2(
 def test_default_options_follow_the_pipelining():
     """The measured winners: ECP5 soft-logic comparators up to popcount cuts, no block RAM once the
     adder trees are pipelined (README "Synthesis options, measured")."""
-    from dwc.fpga.synth import TARGETS, default_options
+    from dwc.fpga.devices import TARGETS, default_options
     shallow = {"register_cuts": ["comparators", "layer0", "layer1", "popcounts"]}
     deep = {"register_cuts": ["comparators", "layer0", "layer1", "adder level 4", "popcounts"]}
     assert default_options(TARGETS["ecp5-25k"], shallow) == "-cmp2softlogic"

@@ -1,7 +1,7 @@
 """The FPGA families dwc builds for, in one table: each family's logic-cell LUT size (what ``dwc train
 --target`` trains, and the popcount's first counter) and its devices, smallest first (what a family
 ``--target`` places on: the smallest the core fits). How each device is synthesised, placed and routed
-is fpga/synth.py's ``TARGETS``, keyed by these device names; a test checks the two agree."""
+is fpga/devices.py's ``TARGETS``, keyed by these device names; a test checks the two agree."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -84,7 +84,8 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
            log=print, input_register: bool = True) -> dict:
     from dwc.flows.compile import compile_run
     from dwc.core.config import OPTIONS, option_value, resume_config, train_command
-    from dwc.fpga.synth import FAMILY_DEVICES, device_for, synth_smallest, target_names
+    from dwc.fpga.devices import FAMILY_DEVICES, device_for, target_names
+    from dwc.fpga.synth import synth_smallest
     from dwc.core.config import EVAL_SEED_OFFSET
     from dwc.flows.evaluate import evaluate_run, train_and_evaluate
     from dwc.sim.verify import verify
@@ -201,7 +202,7 @@ def summary_table(s: dict) -> str:
             ("latency", f"{s['latency_cycles']} cycles"),
             ("IR LUTs", str(s["ir_luts"]))]
     if syn:
-        from dwc.fpga.synth import timing_text
+        from dwc.fpga.synth_summary import timing_text
         rows += [(f"{syn['target']} LUTs / FFs", f"{syn['luts']} / {syn['ffs']}  (the core alone)")]
         if syn.get("too_small"):
             rows.append(("too small", f"{', '.join(syn['too_small'])} (the smallest device of the family it fits: "

@@ -176,7 +176,7 @@ def resolve_spec(path: Path) -> Path:
 
 def _hardware(hw: dict, where: str) -> dict:
     """HARDWARE_KEYS with ``hw`` over them, checked."""
-    from dwc.fpga.synth import target_names
+    from dwc.fpga.devices import target_names
     if unknown := set(hw) - set(HARDWARE_KEYS):
         raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(HARDWARE_KEYS)}")
     hardware = {**HARDWARE_KEYS, **hw}

@@ -1,0 +1,77 @@
+"""The devices ``dwc synth`` builds for: per device, its yosys ``synth_*`` command, nextpnr's device
+arguments and its capacity; per family, the cell names its report counts and the yosys options that
+won when measured. :mod:`dwc.fpga.synth` runs the flow on these rows."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dwc.core.targets import FAMILIES
+
+
+@dataclass(frozen=True)
+class Target:
+    family: str  # ecp5 | ice40 | xc7
+    synth: str  # yosys command
+    nextpnr: tuple = ()  # device arguments; empty = no place and route
+    luts: int = 0  # LUT capacity of the device (LUT4 for ecp5/ice40, LUT6 for xc7)
+    ffs: int = 0
+    device: str = ""
+    default_opts: str = ""  # for designs pipelined up to the popcounts (see default_options)
+    deep_opts: str = ""  # for designs whose adder trees are pipelined too
+
+
+TARGETS = {
+    "ecp5-25k": Target("ecp5", "synth_ecp5", ("--25k", "--package", "CABGA381"), 24288, 24288, "LFE5U-25F",
+                       "-cmp2softlogic", "-nobram"),
+    "ecp5-45k": Target("ecp5", "synth_ecp5", ("--45k", "--package", "CABGA381"), 43848, 43848, "LFE5U-45F",
+                       "-cmp2softlogic", "-nobram"),
+    "ecp5-85k": Target("ecp5", "synth_ecp5", ("--85k", "--package", "CABGA381"), 83640, 83640, "LFE5U-85F",
+                       "-cmp2softlogic", "-nobram"),
+    "ice40-up5k": Target("ice40", "synth_ice40", ("--up5k", "--package", "sg48"), 5280, 5280, "iCE40UP5K"),
+    "ice40-hx8k": Target("ice40", "synth_ice40", ("--hx8k", "--package", "ct256"), 7680, 7680, "iCE40HX8K"),
+    "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
+}
+# A family as a target: its devices smallest first (dwc.core.targets), synthesised for the first the core fits
+# (synth_smallest); a family whose only device bears its name (xc7) is that device.
+FAMILY_DEVICES = {name: f.devices for name, f in FAMILIES.items() if name not in TARGETS}
+
+
+def target_names() -> list[str]:
+    """What a --target takes: a device, or a family for its smallest device that fits."""
+    return [*TARGETS, *FAMILY_DEVICES]
+
+
+def device_for(target: str) -> Target:
+    """The device ``target`` names, or the smallest of the family it names."""
+    return TARGETS[FAMILY_DEVICES.get(target, (target,))[0]]
+
+
+# Cell names -> report categories, per family (yosys `stat` names after mapping).
+LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "xc7": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6")}
+FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "xc7": ("FD",)}
+CARRY_SITES = {"ecp5": {"CCU2C": 2}, "ice40": {"SB_CARRY": 1}, "xc7": {"CARRY4": 4}}  # LUT positions per carry cell
+# Block RAMs per device (nextpnr's ICESTORM_RAM / DP16KD capacity)
+RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-45k": 108, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "xc7": 50}
+
+
+def default_options(t: Target, ports: dict) -> str:
+    """The yosys options that won when measured (README "FPGA synthesis").
+
+    ECP5, pipelined up to the popcounts: ``-cmp2softlogic`` turns the comparators' carry chains into
+    LUTs (small core: 605 -> 370 LUT4 sites, 83 -> 88 MHz). ECP5 with the adder trees pipelined
+    (the Fmax-oriented designs): ``-nobram``, keeping carry-chain comparators; otherwise yosys puts
+    the registered action table into a block RAM whose 5.6 ns clock-to-output caps Fmax near
+    125 MHz (shipped InvertedPendulum DWC, pipeline max: 125.6 MHz default, 184.9 with
+    -cmp2softlogic -nobram, 202.2 with -nobram). iCE40: abc9 (the default) beats -noabc (162 vs
+    545 LUT4)."""
+    deep = any(c.startswith("adder") for c in ports.get("register_cuts", []))
+    return t.deep_opts if deep and t.deep_opts else t.default_opts
+
+
+def package_of(t: Target) -> str:
+    return t.nextpnr[t.nextpnr.index("--package") + 1]
+
+
+def pin_device(t: Target) -> str:
+    """The device name the pin tables use: Trellis' (LFE5U-25F) for ECP5, nextpnr's (up5k) for iCE40."""
+    return t.device if t.family == "ecp5" else t.nextpnr[0].lstrip("-")
