@@ -22,41 +22,79 @@ from dwc.ir.graph import Graph
 OPSET = 17
 
 
+class _Model:
+    """The ONNX graph's nodes and initializers, in the order they are made."""
+
+    def __init__(self):
+        from onnx import helper, numpy_helper
+        self.helper, self.numpy_helper = helper, numpy_helper
+        self.nodes, self.inits = [], []
+
+    def const(self, name: str, value) -> str:
+        self.inits.append(self.numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(self, op: str, inputs: list[str], output: str, **attrs) -> str:
+        self.nodes.append(self.helper.make_node(op, inputs, [output], **attrs))
+        return output
+
+
 def to_onnx(g: Graph):
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
     if any(f.width > 24 for f in g.obs_formats) or g.action_format.width > 24:
         raise ValueError("ONNX export keeps fixed-point values in float32: widths must be <= 24")
-    nodes, inits = [], []
+    m = _Model()  # the stages in the IR's order, each reading the tensor the one before made
+    bits = _comparators(m, g, _quantise(m, g))
+    zero_col = _zero_column(m)
+    x = _popcounts(m, g, _lut_layers(m, g, bits, zero_col), zero_col)
+    _actions(m, g, _linear_layers(m, g, x))
 
-    def const(name: str, value) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value), name))
-        return name
+    graph = helper.make_graph(
+        m.nodes, "dwc_circuit",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["N", g.obs_dim])],
+        [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", g.action_dim]),
+         helper.make_tensor_value_info("popcounts", TensorProto.INT64, ["N", len(g.groups)])],
+        m.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="dwc")
+    model.ir_version = 8  # readable by onnxruntime releases of the last few years
+    onnx.checker.check_model(model)
+    return model
 
-    def node(op: str, inputs: list[str], output: str, **attrs) -> str:
-        nodes.append(helper.make_node(op, inputs, [output], **attrs))
-        return output
 
-    # quantise: clip(round(obs * 2**frac), min, max), kept in float32 (exact below 2**24)
+def _quantise(m: _Model, g: Graph) -> str:
+    """clip(round(obs * 2**frac), min, max), kept in float32 (exact below 2**24)."""
+    const, node = m.const, m.node
     scale = const("q_scale", np.array([2.0 ** f.frac for f in g.obs_formats], np.float32))
     lo = const("q_min", np.array([f.min_int for f in g.obs_formats], np.float32))
     hi = const("q_max", np.array([f.max_int for f in g.obs_formats], np.float32))
     rounded = node("Round", [node("Mul", ["obs", scale], "scaled")], "rounded")
-    q = node("Min", [node("Max", [rounded, lo], "q_lo"), hi], "q")  # Clip takes scalar bounds only
+    return node("Min", [node("Max", [rounded, lo], "q_lo"), hi], "q")  # Clip takes scalar bounds only
 
-    # comparators
+
+def _comparators(m: _Model, g: Graph, q: str) -> str:
+    from onnx import TensorProto
+    const, node = m.const, m.node
     dims = const("cmp_dim", np.array([c.dim for c in g.comparators] or [0], np.int64))
     thr = const("cmp_thr", np.array([c.threshold for c in g.comparators] or [0], np.float32))
     bits = node("Cast", [node("GreaterOrEqual", [node("Gather", [q, dims], "cmp_q", axis=1), thr], "cmp_b")],
                 "bits_c", to=TensorProto.INT64)
+    return bits
 
-    # a (N, 1) column of zeros: the padding input of narrow LUTs
+
+def _zero_column(m: _Model) -> str:
+    """A (N, 1) column of zeros: the padding input of narrow LUTs."""
+    from onnx import TensorProto, helper
+    const, node = m.const, m.node
     n = node("Slice", [node("Shape", ["obs"], "obs_shape"), const("i0", np.array([0])), const("i1", np.array([1]))],
              "n")
-    zero_col = node("ConstantOfShape", [node("Concat", [n, const("one", np.array([1]))], "zshape", axis=0)],
-                    "zero_col", value=helper.make_tensor("z", TensorProto.INT64, [1], [0]))
+    return node("ConstantOfShape", [node("Concat", [n, const("one", np.array([1]))], "zshape", axis=0)],
+                "zero_col", value=helper.make_tensor("z", TensorProto.INT64, [1], [0]))
 
+
+def _lut_layers(m: _Model, g: Graph, bits: str, zero_col: str) -> str:
+    const, node = m.const, m.node
     for l, layer in enumerate(g.layers):
         width = max(1, max(lut.arity for lut in layer))
         pad = len(g.comparators) if l == 0 else len(g.layers[l - 1])  # index of the zero column
@@ -72,7 +110,11 @@ def to_onnx(g: Graph):
         addr = node("ReduceSum", [weighted, const(f"ax{l}", np.array([2], np.int64))], f"addr{l}", keepdims=0)
         flat = node("Add", [addr, const(f"off{l}", np.arange(len(layer), dtype=np.int64) << width)], f"flat{l}")
         bits = node("Gather", [const(f"tab{l}", tables.reshape(-1)), flat], f"bits{l}", axis=0)
+    return bits
 
+
+def _popcounts(m: _Model, g: Graph, bits: str, zero_col: str) -> str:
+    const, node = m.const, m.node
     pops = []
     for a, grp in enumerate(g.groups):
         if grp:
@@ -81,8 +123,13 @@ def to_onnx(g: Graph):
         else:
             pc = node("Mul", [zero_col, const(f"zero{a}", np.array(0, np.int64))], f"pc{a}")
         pops.append(pc)
-    x = node("Concat", pops, "popcounts", axis=1)
+    return node("Concat", pops, "popcounts", axis=1)
 
+
+def _linear_layers(m: _Model, g: Graph, x: str) -> str:
+    """A quantised MLP's integer layers; then the last layer's codes minus its ``lo``, the action tables' index."""
+    from onnx import TensorProto
+    const, node = m.const, m.node
     for k, lin in enumerate(g.linear):
         acc = node("Add", [node("MatMul", [x, const(f"w{k}", np.asarray(lin.weights, np.int64).T)], f"mm{k}"),
                            const(f"b{k}", np.asarray(lin.bias, np.int64))], f"acc{k}")
@@ -103,24 +150,17 @@ def to_onnx(g: Graph):
                          const(f"hi{k}", np.array(lin.hi, np.int64))], f"codes{k}")
     if g.linear:
         x = node("Sub", [x, const("code_lo", np.array(g.linear[-1].lo, np.int64))], "table_index")
+    return x
 
+
+def _actions(m: _Model, g: Graph, x: str) -> None:
+    const, node = m.const, m.node
     acts = []
     for a in range(g.action_dim):
         idx = node("Gather", [x, const(f"act_col{a}", np.array([a], np.int64))], f"act_idx{a}", axis=1)
         table = np.asarray(g.action_tables[a], np.float64) * 2.0 ** -g.action_format.frac
         acts.append(node("Gather", [const(f"act{a}", table.astype(np.float32)), idx], f"act_{a}", axis=0))
     node("Concat", acts, "action", axis=1)
-
-    graph = helper.make_graph(
-        nodes, "dwc_circuit",
-        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["N", g.obs_dim])],
-        [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", g.action_dim]),
-         helper.make_tensor_value_info("popcounts", TensorProto.INT64, ["N", len(g.groups)])],
-        inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="dwc")
-    model.ir_version = 8  # readable by onnxruntime releases of the last few years
-    onnx.checker.check_model(model)
-    return model
 
 
 def export(g: Graph, path: Path) -> None:

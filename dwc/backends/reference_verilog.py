@@ -111,16 +111,30 @@ def reference_verilog(g: Graph, name: str = "dwc_ref", chunk: int | None = None)
            f"  input [{obs_bits - 1}:0] obs;",
            f"  output [{g.action_dim * aw - 1}:0] action;",
            "  // observation: signed fixed-point fields, sign-extended to 64-bit integers"]
+    bits = _comparators(out, g)
+    bits = _lut_layers(out, g, bits)
+    x = _popcounts(out, g, bits, chunk)
+    x, width = _linear_layers(out, g, x)
+    _action_tables(out, g, x, width)
+    out.append(f"  assign action = {{{', '.join(f'a{a}' for a in reversed(range(g.action_dim)))}}};")
+    out.append("endmodule")
+    return "\n".join(out) + "\n"
+
+
+def _comparators(out: list[str], g: Graph) -> list[str]:
+    """The observation's fields as integers and the comparators on them; the comparator bits' names."""
     lsb = 0
     for d, f in enumerate(g.obs_formats):  # one bit wider than the field: every threshold fits
         out.append(f"  wire signed [{f.width}:0] q{d} = $signed(obs[{lsb + f.width - 1}:{lsb}]);")
         lsb += f.width
-
     out.append("  // comparators: bit c = q[dim] >= threshold (signed)")
     for c, comp in enumerate(g.comparators):
         out.append(f"  wire c{c} = q{comp.dim} >= {_int(comp.threshold, g.obs_formats[comp.dim].width + 1)};")
-    bits = [f"c{c}" for c in range(len(g.comparators))]
+    return [f"c{c}" for c in range(len(g.comparators))]
 
+
+def _lut_layers(out: list[str], g: Graph, bits: list[str]) -> list[str]:
+    """Each LUT layer reading the one before (the first: the comparator bits); the last one's bit names."""
     for l, layer in enumerate(g.layers):
         out.append(f"  // LUT layer {l}: output = table[address], address bit k = input k")
         names = []
@@ -135,13 +149,19 @@ def reference_verilog(g: Graph, name: str = "dwc_ref", chunk: int | None = None)
                 out.append(f"  wire {n} = {n}_t[{{{addr}}}];")
             names.append(n)
         bits = names
+    return bits
 
+
+def _popcounts(out: list[str], g: Graph, bits: list[str], chunk: int | None) -> list[str]:
     out.append("  // popcounts: the number of ones among each group's bits" +
                (f" (summed in runs of {chunk}, then pairs)" if chunk else ""))
     for a, grp in enumerate(g.groups):
         out.append(f"  wire [{_bits(len(grp)) - 1}:0] p{a} = {_sum([bits[i] for i in grp], chunk)};")
-    x = [f"p{a}" for a in range(len(g.groups))]
+    return [f"p{a}" for a in range(len(g.groups))]
 
+
+def _linear_layers(out: list[str], g: Graph, x: list[str]) -> tuple[list[str], int]:
+    """A quantised MLP's layers on the popcounts; the last one's output names and arithmetic width."""
     ranges = [(0, len(grp)) for grp in g.groups]  # the values each input of the next layer takes
     width = INT
     for k, lin in enumerate(g.linear):
@@ -162,7 +182,12 @@ def reference_verilog(g: Graph, name: str = "dwc_ref", chunk: int | None = None)
             out.append(f"  wire signed [{width - 1}:0] y{k}_{j} = {r} < {lo} ? {lo} : {r} > {hi} ? {hi} : {r};")
             y.append(f"y{k}_{j}")
         x, ranges = y, [(lin.lo, lin.hi)] * lin.outputs
+    return x, width
 
+
+def _action_tables(out: list[str], g: Graph, x: list[str], width: int) -> None:
+    """A case statement per action from its index (the popcount, or the last layer's code - lo)."""
+    aw = g.action_format.width
     out.append("  // action tables: index -> fixed-point action")
     for a, table in enumerate(g.action_tables):
         if g.linear:
@@ -178,6 +203,3 @@ def reference_verilog(g: Graph, name: str = "dwc_ref", chunk: int | None = None)
         out.append(f"      default: a{a} = {aw}'d0;  // no such index")
         out.append("    endcase")
         out.append("  end")
-    out.append(f"  assign action = {{{', '.join(f'a{a}' for a in reversed(range(g.action_dim)))}}};")
-    out.append("endmodule")
-    return "\n".join(out) + "\n"
