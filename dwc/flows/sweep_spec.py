@@ -217,9 +217,31 @@ def _teachers(path: Path, configs: dict[str, dict], config_tasks: dict[str, list
 def load_spec(path: Path, scale_down: bool = False) -> Spec:
     """Read and check a sweep spec; every problem is one UserError line naming the file. ``scale_down``:
     with the spec's scale_down section applied (fewer tasks, seeds, steps; options over every config's)."""
+    path = resolve_spec(path)
+    raw = _read_yaml(path)
+    tasks = all_tasks = _task_list(path, raw["tasks"], "tasks")  # tasks: after scale_down, a subset
+    down = {}
+    if scale_down:
+        down, tasks = _scale_down(path, raw, tasks)
+    seeds = _seeds(path, raw)
+    shared, scaled = _shared_options(path, raw, down)
+    configs, hardware, config_tasks = _configs(path, raw, down, shared, scaled, all_tasks)
+    teachers = _teachers(path, configs, config_tasks, all_tasks)
+    res = _resources(path, raw, down)
+    from dwc.train.envs import check_env_id
+    for t in tasks:  # fail before any run starts
+        check_env_id(t).close()
+    spec = Spec(path, tasks, seeds, configs, hardware, res, scaled_down=scale_down, config_tasks=config_tasks,
+                teachers=teachers)
+    if not spec.jobs(Path(".")):  # builds and validates every run's config
+        raise UserError(f"{path}: no runs: no config is given any of the tasks {', '.join(tasks)}")
+    return spec
+
+
+def _read_yaml(path: Path) -> dict:
+    """The spec file's mapping, its top-level keys checked."""
     import yaml
 
-    path = resolve_spec(path)
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -236,66 +258,86 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
     for k in ("tasks", "seeds", "configs"):
         if k not in raw:
             raise UserError(f"{path}: missing {k!r} (see dwc sweep --help)")
+    return raw
 
-    def mapping(v, what, names: bool = False):
-        """A YAML mapping; option names may use - or _ (``names``: keys are names, kept as written)."""
-        if not isinstance(v, dict):
-            raise UserError(f"{path}: {what} must be a mapping, got {v!r}")
-        return {str(k) if names else str(k).replace("-", "_"): x for k, x in v.items()}
 
-    def task_list(v, what):
-        tasks = v if isinstance(v, list) else [v]
-        if not tasks or not all(isinstance(t, str) for t in tasks):
-            raise UserError(f"{path}: {what} must be a list of env ids, got {v!r}")
-        return tasks
+def _mapping(path: Path, v, what: str, names: bool = False) -> dict:
+    """A YAML mapping; option names may use - or _ (``names``: keys are names, kept as written)."""
+    if not isinstance(v, dict):
+        raise UserError(f"{path}: {what} must be a mapping, got {v!r}")
+    return {str(k) if names else str(k).replace("-", "_"): x for k, x in v.items()}
 
-    tasks = all_tasks = task_list(raw["tasks"], "tasks")  # tasks: after scale_down, a subset
-    down = {}
-    if scale_down:
-        if raw.get("scale_down") is None:
-            raise UserError(f"{path} has no scale_down section: --scale-down needs one (see dwc sweep --help)")
-        down = mapping(raw["scale_down"], "scale_down")
-        if unknown := set(down) - SCALE_DOWN_KEYS:
-            raise UserError(f"{path}: scale_down: unknown key(s) {', '.join(sorted(unknown))}; "
-                            f"known: {', '.join(sorted(SCALE_DOWN_KEYS))}")
-        if "tasks" in down:  # a subset, so the scaled-down spec cannot drift from the full one
-            if extra := [t for t in task_list(down["tasks"], "scale_down: tasks") if t not in tasks]:
-                raise UserError(f"{path}: scale_down: tasks {', '.join(extra)} not in the spec's tasks")
-            tasks = [t for t in tasks if t in down["tasks"]]
-        for k in ("seeds", "steps"):
-            if k in down:
-                raw[k] = down[k]
+
+def _task_list(path: Path, v, what: str) -> list[str]:
+    tasks = v if isinstance(v, list) else [v]
+    if not tasks or not all(isinstance(t, str) for t in tasks):
+        raise UserError(f"{path}: {what} must be a list of env ids, got {v!r}")
+    return tasks
+
+
+def _scale_down(path: Path, raw: dict, tasks: list[str]) -> tuple[dict, list[str]]:
+    """The scale_down section, checked, and the tasks it keeps; its seeds and steps replace ``raw``'s."""
+    if raw.get("scale_down") is None:
+        raise UserError(f"{path} has no scale_down section: --scale-down needs one (see dwc sweep --help)")
+    down = _mapping(path, raw["scale_down"], "scale_down")
+    if unknown := set(down) - SCALE_DOWN_KEYS:
+        raise UserError(f"{path}: scale_down: unknown key(s) {', '.join(sorted(unknown))}; "
+                        f"known: {', '.join(sorted(SCALE_DOWN_KEYS))}")
+    if "tasks" in down:  # a subset, so the scaled-down spec cannot drift from the full one
+        if extra := [t for t in _task_list(path, down["tasks"], "scale_down: tasks") if t not in tasks]:
+            raise UserError(f"{path}: scale_down: tasks {', '.join(extra)} not in the spec's tasks")
+        tasks = [t for t in tasks if t in down["tasks"]]
+    for k in ("seeds", "steps"):
+        if k in down:
+            raw[k] = down[k]
+    return down, tasks
+
+
+def _seeds(path: Path, raw: dict) -> list[int]:
     seeds = raw["seeds"]
     if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1:
         seeds = list(range(1, seeds + 1))
     if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)) or len(set(seeds)) != len(seeds):
         raise UserError(f"{path}: seeds must be a count >= 1 or a list of distinct integers, got {raw['seeds']!r}")
-    shared = mapping(raw.get("options") or {}, "options")
+    return seeds
+
+
+def _shared_options(path: Path, raw: dict, down: dict) -> tuple[dict, dict]:
+    """The options every config shares (the spec's steps among them), and scale_down's, which go over
+    each config's own."""
+    shared = _mapping(path, raw.get("options") or {}, "options")
     if "steps" in raw:
         shared["steps"] = raw["steps"]
     for k in ("env", "seed"):
         if k in shared:
             raise UserError(f"{path}: options: {k} comes from {k}s, not options")
-    scaled = mapping(down.get("options") or {}, "scale_down: options")
+    scaled = _mapping(path, down.get("options") or {}, "scale_down: options")
     if "steps" in down:  # over a config's own steps too (a distillation's)
         scaled.setdefault("steps", down["steps"])
-    hw_all = mapping(raw["hardware"], "hardware") if raw.get("hardware") is not None else None
-    hw_down = mapping(down.get("hardware") or {}, "scale_down: hardware")
+    return shared, scaled
+
+
+def _configs(path: Path, raw: dict, down: dict, shared: dict, scaled: dict,
+             all_tasks: list[str]) -> tuple[dict[str, dict], dict[str, dict | None], dict[str, list[str]]]:
+    """The configs, list-valued options expanded: (name -> options, name -> its hardware stage or
+    None, name -> its tasks where a subset)."""
+    hw_all = _mapping(path, raw["hardware"], "hardware") if raw.get("hardware") is not None else None
+    hw_down = _mapping(path, down.get("hardware") or {}, "scale_down: hardware")
     configs, hardware, config_tasks = {}, {}, {}
-    for name, opts in mapping(raw["configs"], "configs", names=True).items():
+    for name, opts in _mapping(path, raw["configs"], "configs", names=True).items():
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
             raise UserError(f"{path}: config name {name!r}: use letters, digits and _.+- (it names folders)")
-        opts = mapping(opts or {}, f"config {name}")
+        opts = _mapping(path, opts or {}, f"config {name}")
         hw = opts.pop("hardware", None)  # the config's own hardware keys, over the spec's (false: none)
         only = opts.pop("tasks", None)  # a subset of the spec's tasks (a costly setting only where it is needed)
         if only is not None:
-            only = task_list(only, f"config {name}: tasks")
+            only = _task_list(path, only, f"config {name}: tasks")
             if extra := [t for t in only if t not in all_tasks]:
                 raise UserError(f"{path}: config {name}: tasks {', '.join(extra)} not in the spec's tasks")
         if hw is False or (hw is None and hw_all is None):
             hw = None
         else:
-            hw = _hardware({**(hw_all or {}), **mapping(hw or {}, f"config {name}: hardware"), **hw_down},
+            hw = _hardware({**(hw_all or {}), **_mapping(path, hw or {}, f"config {name}: hardware"), **hw_down},
                            f"{path}: config {name}: hardware" if hw else f"{path}: hardware")
         for n, o in _expand(name, {**shared, **opts}).items():
             if n in configs:
@@ -305,9 +347,13 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
                 config_tasks[n] = only
     if not configs:
         raise UserError(f"{path}: configs is empty")
-    teachers = _teachers(path, configs, config_tasks, all_tasks)
-    res = {**RESOURCE_KEYS, **mapping(raw.get("resources") or {}, "resources"),
-           **mapping(down.get("resources") or {}, "scale_down: resources")}
+    return configs, hardware, config_tasks
+
+
+def _resources(path: Path, raw: dict, down: dict) -> dict:
+    """RESOURCE_KEYS with the spec's and scale_down's over them, checked."""
+    res = {**RESOURCE_KEYS, **_mapping(path, raw.get("resources") or {}, "resources"),
+           **_mapping(path, down.get("resources") or {}, "scale_down: resources")}
     if unknown := set(res) - set(RESOURCE_KEYS):
         raise UserError(f"{path}: resources: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(RESOURCE_KEYS)}")
     if not (isinstance(res["cpus_per_run"], int) and res["cpus_per_run"] >= 1):
@@ -318,14 +364,7 @@ def load_spec(path: Path, scale_down: bool = False) -> Spec:
         raise UserError(f"{path}: resources: max_retries must be an integer >= 0")
     if not (isinstance(res["seeds_per_run"], int) and res["seeds_per_run"] >= 1):
         raise UserError(f"{path}: resources: seeds_per_run must be an integer >= 1")
-    from dwc.train.envs import check_env_id
-    for t in tasks:  # fail before any run starts
-        check_env_id(t).close()
-    spec = Spec(path, tasks, seeds, configs, hardware, res, scaled_down=scale_down, config_tasks=config_tasks,
-                teachers=teachers)
-    if not spec.jobs(Path(".")):  # builds and validates every run's config
-        raise UserError(f"{path}: no runs: no config is given any of the tasks {', '.join(tasks)}")
-    return spec
+    return res
 
 
 class TimeLeft:
