@@ -129,7 +129,7 @@ class DWCCore(wiring.Component):
             return reg
 
         if self.scope == "policy":
-            # the full lowering in deep pipelines keeps carry chains in synthesis (fpga.synth.default_options):
+            # the full lowering in deep pipelines keeps carry chains in synthesis (fpga.devices.default_options):
             # the carry-out form lets the comparator register pack at the chain's end. The shared one
             # takes the observation's register into the bank: it registers each threshold's result over
             # the lower digits (and the top digit's compares) in its place, so one LUT level is left
@@ -172,6 +172,13 @@ class DWCCore(wiring.Component):
             m.submodules[f"linear{k}"] = dense = LinearStage(lin, in_shapes, cells, self.table_bits)
             m.d.comb += dense.inp.eq(counts)
             counts, shapes = cut(dense.out, f"linear{k}_r"), [dense.out_shape] * lin.outputs
+        m.d.sync += [self.action.eq(self._action_tables(m, counts, shapes)), self.valid_out.eq(valid)]
+        return m
+
+    def _action_tables(self, m: Module, counts, shapes: list) -> Signal:
+        """Each action's table, indexed by its popcount (or its last linear layer's code - lo); the
+        actions packed as the port is (combinational: the caller registers them)."""
+        g, cells = self.graph, self.cells
         lo = g.linear[-1].lo if g.linear else 0
         action = Signal(action_layout(g), name="action_c")
         offset = 0
@@ -192,8 +199,7 @@ class DWCCore(wiring.Component):
             m.submodules[f"table{a}"] = table = ActionTable(g.action_tables[a], len(index), g.action_format.width)
             m.d.comb += [table.count.eq(index), action[f"a{a}"].eq(table.action)]
             offset += width
-        m.d.sync += [self.action.eq(action), self.valid_out.eq(valid)]
-        return m
+        return action
 
     def port_description(self) -> dict:
         desc = port_description(self.graph, self.pipeline, self.compressor, self.comparators, self.input_register)
