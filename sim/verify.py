@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -63,14 +64,63 @@ def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str =
            log=print, bitstreams: list[str] | None = None) -> dict:
     """``bitstreams``: ``dwc synth`` targets of BUILD whose bitstream's netlist also runs both benches
     (:mod:`dwc.sim.bitstream`); an empty list means every target with a bitstream."""
-    from dwc.sim.bitstream import BitstreamError, NotReproduced, bitstream_targets, prepare, synth_report
-    from dwc.ir.closed_loop import action_mismatches, reference_episodes
-    from dwc.sim.runner import SimulatorMissing, check_simulator
+    from dwc.ir.closed_loop import reference_episodes
     from dwc.ir.vectors import bench_vectors
 
     t_start = time.perf_counter()
     graph, ports, verilog = load_build(build)
     build = Path(build)
+    env_id, bitstreams = _check_request(build, graph, env_id, episodes, max_steps, sim, bitstreams)
+    seed = evaluation_seed(graph) if seed is None else seed
+    seeds = [seed + i for i in range(episodes)]
+    try:
+        t0 = time.perf_counter()
+        ref_eps = reference_episodes(graph, env_id, seeds, max_steps, progress)
+        ref_seconds = time.perf_counter() - t0
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    kinds = bench_vectors(graph, ref_eps, n_random, seed)
+    q = np.concatenate(list(kinds.values()))
+    checks = _Checks(graph, ports, build, sim, env_id, seeds, max_steps, progress, q, ref.actions_int(graph, q), ref_eps)
+    designs, synth, decoded = _designs(build, verilog, ports, netlist, bitstreams, log)
+
+    report = {"build": str(build), "env": env_id, "simulator": sim, "episodes": episodes, "seeds": seeds,
+              "latency_cycles": ports["latency_cycles"], "clock_ns": CLOCK_NS,
+              "vectors": {k: int(len(v)) for k, v in kinds.items()}, "designs": {}, "mismatch": None}
+    if synth:
+        report["netlist"] = synth
+    if decoded:
+        report["bitstreams"] = decoded
+    try:
+        for design in designs:
+            d, mismatch = _check_design(design, checks, report["mismatch"] is None, log)
+            report["designs"][design["name"]] = d
+            if mismatch is not None:  # the first design's first mismatch is the one named
+                report["mismatch"] = mismatch
+    except RuntimeError as e:  # a simulator or tool failure: its message says what and where
+        raise UserError(str(e)) from None
+    # Latency of every result must equal the declared one, in both benches.
+    lat_ok = all(set(d["vector_latency"]) <= {d["expected_latency"]} and
+                 set(d["closed_loop_latency"]) <= {d["expected_latency"]} for d in report["designs"].values())
+    report["mismatches"] = sum(d["vector_mismatches"] + d["closed_loop_mismatches"] for d in report["designs"].values())
+    report["steps"] = report["designs"]["rtl"]["steps"]
+    report["return_rtl"] = report["designs"]["rtl"]["return_rtl"]
+    report["return_ref"] = [e["return"] for e in ref_eps]
+    report["latency_ok"] = lat_ok
+    report["reference_seconds"] = round(ref_seconds, 2)
+    report["passed"] = (report["mismatches"] == 0 and lat_ok
+                        and all(b.get("reproduced", True) for b in report.get("bitstreams", {}).values()))
+    report["seconds"] = round(time.perf_counter() - t_start, 2)
+    write_json(build / "verify_report.json", report)
+    return report
+
+
+def _check_request(build: Path, graph: Graph, env_id: str | None, episodes: int, max_steps: int | None, sim: str,
+                   bitstreams: list[str] | None) -> tuple[str, list[str] | None]:
+    """The environment and the bitstream targets to check, after the checks that need nothing long to
+    run: a usage error stops here."""
+    from dwc.sim.bitstream import BitstreamError, bitstream_targets, synth_report
+    from dwc.sim.runner import SimulatorMissing, check_simulator
     env_id = env_id or graph.meta.get("env")
     if not env_id:
         raise UserError("the graph names no environment; pass --env")
@@ -90,18 +140,13 @@ def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str =
                 synth_report(build, target)
         except BitstreamError as e:
             raise UserError(str(e)) from None
-    seed = evaluation_seed(graph) if seed is None else seed
-    seeds = [seed + i for i in range(episodes)]
-    try:
-        t0 = time.perf_counter()
-        ref_eps = reference_episodes(graph, env_id, seeds, max_steps, progress)
-        ref_seconds = time.perf_counter() - t0
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    kinds = bench_vectors(graph, ref_eps, n_random, seed)
-    q = np.concatenate(list(kinds.values()))
-    want = ref.actions_int(graph, q)
+    return env_id, bitstreams
 
+
+def _designs(build: Path, verilog: Path, ports: dict, netlist: bool, bitstreams: list[str] | None,
+             log) -> tuple[list[dict], dict | None, dict]:
+    """The designs to check: (each design, the netlist synthesis' record or None, the bitstreams' by target)."""
+    from dwc.sim.bitstream import BitstreamError, NotReproduced, prepare
     # Each design: its sources; lint_clean: the emitted Verilog lints clean under Verilator's default
     # warnings (every policy type), so its warnings stay fatal; a yosys netlist is not written to be.
     # A gate netlist builds ~5x faster at -O0 (unoptimised). top: core, or the serial shell of a bitstream.
@@ -131,78 +176,78 @@ def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str =
                         "unoptimised": True, "top": "harness" if b["top"] == "shell" else "core",
                         "toplevel": b["toplevel"], "latency": L + (b["top"] == "shell"),
                         "ports_only": True})
+    return designs, synth, decoded
 
-    report = {"build": str(build), "env": env_id, "simulator": sim, "episodes": episodes, "seeds": seeds,
-              "latency_cycles": ports["latency_cycles"], "clock_ns": CLOCK_NS,
-              "vectors": {k: int(len(v)) for k, v in kinds.items()}, "designs": {}, "mismatch": None}
-    if synth:
-        report["netlist"] = synth
-    if decoded:
-        report["bitstreams"] = decoded
-    try:
-        for design in designs:
-            name, sources = design["name"], design["sources"]
-            log(f"[{name}] building with {sim} ...")
-            t0 = time.perf_counter()
-            bench = _bench(design, ports, build / "verify" / f"{name}-{sim}", sim)
-            build_s = time.perf_counter() - t0
-            t_run = time.perf_counter()
-            log(f"[{name}] vector bench: {len(q)} observations{' through the serial shell' if design['top'] == 'harness' else ''} ...")
-            vec = bench.vectors(q)
-            got = vec["actions"]
-            bad = [i for i in range(len(q)) if i >= len(got) or not np.array_equal(got[i], want[i])]
-            cl = {"episodes": [], "latency": [], "seconds": 0.0}
-            if episodes:
-                log(f"[{name}] closed loop: {episodes} {env_id} episode(s) with every action from the circuit ...")
-                cl = bench.closed_loop(build / "graph.json", env_id, seeds, max_steps,
-                                          sum(e["steps"] for e in ref_eps) if progress else None)
-            steps = sum(e["steps"] for e in cl["episodes"])
-            first = _first_episode_mismatch(cl["episodes"], ref_eps)
-            ep_mismatches = action_mismatches(cl["episodes"], ref_eps)
-            d = {"sources": [str(s) for s in sources], "top": design["top"], "build_seconds": round(build_s, 2),
-                 "vector_mismatches": len(bad), "vector_latency": sorted(set(vec["latency"])),
-                 "expected_latency": design["latency"],
-                 "one_result_per_cycle": (len(got) == len(q) and set(vec["latency"]) == {design["latency"]}
-                                          if design["top"] == "core" else None),  # the shell: one at a time
-                 "steps": steps, "episode_steps": [e["steps"] for e in cl["episodes"]], "closed_loop_mismatches": ep_mismatches,
-                 "closed_loop_latency": cl["latency"],
-                 "return_rtl": [e["return"] for e in cl["episodes"]], "return_ref": [e["return"] for e in ref_eps],
-                 "env_steps_per_s": round(steps / cl["seconds"], 1) if cl["seconds"] else None,
-                 "run_seconds": round(time.perf_counter() - t_run, 2)}
-            report["designs"][name] = d
-            if report["mismatch"] is None and (bad or first is not None):
-                if first is not None:  # a closed-loop step is the most telling place to name
-                    e, t = first
-                    obs_seq = np.array(cl["episodes"][e]["observations"][:t + 1],
-                                       dtype=np.int64).reshape(-1, graph.obs_dim)
-                    window = obs_seq[max(0, t - 7):]
-                    rtl_a = cl["episodes"][e]["actions"][t] if t < len(cl["episodes"][e]["actions"]) else []
-                    ref_a = ref_eps[e]["actions"][t] if t < len(ref_eps[e]["actions"]) else []
-                    m = {"design": name, "bench": "closed_loop", "episode": e, "seed": seeds[e], "step": t,
-                         **_describe(graph, obs_seq[-1] if len(obs_seq) else [], rtl_a, ref_a)}
-                else:
-                    i = bad[0]
-                    window = q[max(0, i - 7):i + 1]
-                    m = {"design": name, "bench": "vectors", "vector": int(i),
-                         **_describe(graph, q[i], got[i] if i < len(got) else [], want[i])}
-                m.update(_waveform(design, ports, build / "verify" / f"{name}-{sim}-waves", sim, window))
-                report["mismatch"] = m
-    except RuntimeError as e:  # a simulator or tool failure: its message says what and where
-        raise UserError(str(e)) from None
-    # Latency of every result must equal the declared one, in both benches.
-    lat_ok = all(set(d["vector_latency"]) <= {d["expected_latency"]} and
-                 set(d["closed_loop_latency"]) <= {d["expected_latency"]} for d in report["designs"].values())
-    report["mismatches"] = sum(d["vector_mismatches"] + d["closed_loop_mismatches"] for d in report["designs"].values())
-    report["steps"] = report["designs"]["rtl"]["steps"]
-    report["return_rtl"] = report["designs"]["rtl"]["return_rtl"]
-    report["return_ref"] = [e["return"] for e in ref_eps]
-    report["latency_ok"] = lat_ok
-    report["reference_seconds"] = round(ref_seconds, 2)
-    report["passed"] = (report["mismatches"] == 0 and lat_ok
-                        and all(b.get("reproduced", True) for b in report.get("bitstreams", {}).values()))
-    report["seconds"] = round(time.perf_counter() - t_start, 2)
-    write_json(build / "verify_report.json", report)
-    return report
+
+@dataclass(frozen=True)
+class _Checks:
+    """What every design is checked on: the vectors and the reference's actions for them, and the
+    reference's closed-loop episodes (on ``seeds``)."""
+    graph: Graph
+    ports: dict
+    build: Path
+    sim: str
+    env_id: str
+    seeds: list[int]
+    max_steps: int | None
+    progress: bool
+    q: np.ndarray
+    want: np.ndarray
+    ref_eps: list[dict]
+
+
+def _check_design(design: dict, checks: _Checks, describe: bool, log) -> tuple[dict, dict | None]:
+    """One design through both benches: its report entry, and its first mismatch (with a waveform of it)
+    where it has one and ``describe`` (no earlier design had one)."""
+    from dwc.ir.closed_loop import action_mismatches
+    name, sources, sim = design["name"], design["sources"], checks.sim
+    q, want, ref_eps = checks.q, checks.want, checks.ref_eps
+    log(f"[{name}] building with {sim} ...")
+    t0 = time.perf_counter()
+    bench = _bench(design, checks.ports, checks.build / "verify" / f"{name}-{sim}", sim)
+    build_s = time.perf_counter() - t0
+    t_run = time.perf_counter()
+    log(f"[{name}] vector bench: {len(q)} observations{' through the serial shell' if design['top'] == 'harness' else ''} ...")
+    vec = bench.vectors(q)
+    got = vec["actions"]
+    bad = [i for i in range(len(q)) if i >= len(got) or not np.array_equal(got[i], want[i])]
+    cl = {"episodes": [], "latency": [], "seconds": 0.0}
+    if checks.seeds:
+        log(f"[{name}] closed loop: {len(checks.seeds)} {checks.env_id} episode(s) with every action from the circuit ...")
+        cl = bench.closed_loop(checks.build / "graph.json", checks.env_id, checks.seeds, checks.max_steps,
+                               sum(e["steps"] for e in ref_eps) if checks.progress else None)
+    steps = sum(e["steps"] for e in cl["episodes"])
+    first = _first_episode_mismatch(cl["episodes"], ref_eps)
+    ep_mismatches = action_mismatches(cl["episodes"], ref_eps)
+    d = {"sources": [str(s) for s in sources], "top": design["top"], "build_seconds": round(build_s, 2),
+         "vector_mismatches": len(bad), "vector_latency": sorted(set(vec["latency"])),
+         "expected_latency": design["latency"],
+         "one_result_per_cycle": (len(got) == len(q) and set(vec["latency"]) == {design["latency"]}
+                                  if design["top"] == "core" else None),  # the shell: one at a time
+         "steps": steps, "episode_steps": [e["steps"] for e in cl["episodes"]], "closed_loop_mismatches": ep_mismatches,
+         "closed_loop_latency": cl["latency"],
+         "return_rtl": [e["return"] for e in cl["episodes"]], "return_ref": [e["return"] for e in ref_eps],
+         "env_steps_per_s": round(steps / cl["seconds"], 1) if cl["seconds"] else None,
+         "run_seconds": round(time.perf_counter() - t_run, 2)}
+    if not describe or not (bad or first is not None):
+        return d, None
+    graph = checks.graph
+    if first is not None:  # a closed-loop step is the most telling place to name
+        e, t = first
+        obs_seq = np.array(cl["episodes"][e]["observations"][:t + 1],
+                           dtype=np.int64).reshape(-1, graph.obs_dim)
+        window = obs_seq[max(0, t - 7):]
+        rtl_a = cl["episodes"][e]["actions"][t] if t < len(cl["episodes"][e]["actions"]) else []
+        ref_a = ref_eps[e]["actions"][t] if t < len(ref_eps[e]["actions"]) else []
+        m = {"design": name, "bench": "closed_loop", "episode": e, "seed": checks.seeds[e], "step": t,
+             **_describe(graph, obs_seq[-1] if len(obs_seq) else [], rtl_a, ref_a)}
+    else:
+        i = bad[0]
+        window = q[max(0, i - 7):i + 1]
+        m = {"design": name, "bench": "vectors", "vector": int(i),
+             **_describe(graph, q[i], got[i] if i < len(got) else [], want[i])}
+    m.update(_waveform(design, checks.ports, checks.build / "verify" / f"{name}-{sim}-waves", sim, window))
+    return d, m
 
 
 def _bench(design: dict, ports: dict, build_dir: Path, sim: str, waves: bool = False):
