@@ -353,65 +353,27 @@ async def board(dut):
     j = job()
     if "board" not in j:
         return
-    import select
-    import socket
-
     from cocotb.queue import Queue
     from cocotb.simtime import get_sim_time
     from cocotb.triggers import Timer
 
-    from dwc.rtl.link import ACT_START, OBS_START, frame_lengths
-    from dwc.sim.hil.protocol import REPLY_GARBAGE, FaultyStream
+    from dwc.sim.board_server import BoardServer
 
-    b, ports, results = j["board"], j["ports"], j["results"]["board"]
+    b, results = j["board"], j["results"]["board"]
     bit_ns, quiet_ns = 10 * b["divisor"], 10 * b["quiet_cycles"]
-    obs_len, act_len = frame_lengths(ports)
-    incoming = FaultyStream(OBS_START, obs_len, {int(k): v for k, v in b["faults_in"].items()})
-    outgoing = FaultyStream(ACT_START, act_len, {int(k): v for k, v in b["faults_out"].items()}, REPLY_GARBAGE)
-
-    def event(**kw):
-        with open(b["events"], "a") as f:
-            f.write(json.dumps(kw) + "\n")
-
-    def status() -> dict:
-        s = {"connections": served, "frames_received": incoming.frames, "replies_sent": outgoing.frames,
-             "cycles": int(get_sim_time("ns")) // 10,
-             "frames_ok_on_chip": int(dut.frames_ok.value), "frames_bad_on_chip": int(dut.frames_bad.value),
-             "faults_injected": [[n, k] for n, k in incoming.injected]
-             + [[n, k + "-reply"] for n, k in outgoing.injected]}
-        with open(b["status"] + ".tmp", "w") as f:
-            json.dump(s, f)
-        os.replace(b["status"] + ".tmp", b["status"])
-        return s
-
     try:
-        family = socket.AF_INET6 if ":" in b["host"] else socket.AF_INET
-        server = socket.create_server((b["host"], b["port"]), family=family)
+        server = BoardServer(b, j["ports"], lambda: (int(get_sim_time("ns")) // 10, int(dut.frames_ok.value),
+                                                      int(dut.frames_bad.value)))
     except OSError as e:
         with open(results, "w") as f:
             json.dump({"error": f"cannot listen on {b['host']}:{b['port']}: {e.strerror or e}"}, f)
         return
-    server.setblocking(False)
     await start_link(dut, "gpi")
-    client, peer, served = None, None, 0
     rx_bytes = Queue()
     busy = {"rx": False, "tx": False}
     last_bit_ns = 0.0  # end of the last byte on either line
-    seen = [0, 0]  # faults already reported, per direction
-    event(event="listening", host=server.getsockname()[0], port=server.getsockname()[1])
-    status()
-
-    def close(why: str) -> None:
-        nonlocal client
-        client.close()
-        client = None
-        event(event="disconnected", peer=peer, why=why, **status())
-
-    def report_faults() -> None:
-        for i, (stream, suffix) in enumerate([(incoming, ""), (outgoing, "-reply")]):
-            for n, kind in stream.injected[seen[i]:]:
-                event(event="fault", kind=kind + suffix, frame=n)
-            seen[i] = len(stream.injected)
+    server.listening()
+    server.status()
 
     async def drive_rx():
         nonlocal last_bit_ns
@@ -428,13 +390,7 @@ async def board(dut):
             busy["tx"] = True
             byte = await uart_byte_after_start(dut, bit_ns)
             busy["tx"], last_bit_ns = False, get_sim_time("ns")
-            data, _ = outgoing.feed(bytes([byte]))
-            report_faults()
-            if client is not None and data:
-                try:
-                    client.sendall(data)
-                except OSError as e:
-                    close(f"sending failed: {e.strerror or e}")
+            server.reply(byte)
 
     cocotb.start_soon(drive_rx())
     cocotb.start_soon(watch_tx())
@@ -442,38 +398,15 @@ async def board(dut):
     while True:
         idle = not (busy["rx"] or busy["tx"] or not rx_bytes.empty()) and get_sim_time("ns") - last_bit_ns >= quiet_ns
         if idle and not was_idle:
-            status()
+            server.status()
         was_idle = idle
-        ready, _, _ = select.select([server] + ([client] if client else []), [], [], 1.0 if idle else 0)
-        if server in ready:
-            new, addr = server.accept()
-            if client is not None:
-                close("replaced by a new connection")
-            new.setblocking(True)
-            new.settimeout(5.0)  # a host that stops reading cannot stall the board for longer
-            new.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each byte as it leaves tx
-            client, peer, served = new, f"{addr[0]}:{addr[1]}", served + 1
-            event(event="connected", peer=peer)
-        if client is not None and client in ready:
-            try:
-                data = client.recv(4096)
-            except OSError:
-                data = b""
-            if not data:
-                close("closed by the host")
-            else:
-                data, cut = incoming.feed(data)
-                for byte in data:
-                    rx_bytes.put_nowait(byte)
-                report_faults()
-                if cut:
-                    close(f"disconnect injected at frame {incoming.injected[-1][0]}")
+        server.poll(1.0 if idle else 0, rx_bytes.put_nowait)
         if time.monotonic() - checked > 1.0:
             if os.getppid() != parent:  # dwc board-sim is gone: nobody serves this socket any more
                 break
             checked = time.monotonic()
         if not idle or not rx_bytes.empty():
             await Timer(10 * bit_ns, unit="ns")  # the board runs for a byte time
-    server.close()
+    server.stop()
     with open(results, "w") as f:
-        json.dump(status(), f)
+        json.dump(server.status(), f)
