@@ -82,13 +82,8 @@ def build(out: Path, *args, **kwargs) -> dict:
 def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = "ecp5-25k",
            pipeline: int | str = "max", episodes: int = 3, freq: float = DEFAULT_FREQ_MHZ, progress: bool = True,
            log=print, input_register: bool = True) -> dict:
-    from dwc.flows.compile import compile_run
-    from dwc.core.config import OPTIONS, option_value, resume_config, train_command
-    from dwc.fpga.devices import FAMILY_DEVICES, device_for, target_names
-    from dwc.fpga.synth import synth_smallest
     from dwc.core.config import EVAL_SEED_OFFSET
-    from dwc.flows.evaluate import evaluate_run, train_and_evaluate
-    from dwc.sim.verify import verify
+    from dwc.fpga.devices import device_for, target_names
 
     if target != "none" and target not in target_names():
         raise UserError(f"--target {target!r}: choose from {', '.join(target_names())} or none")
@@ -96,48 +91,81 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
         raise UserError("--pipeline auto measures Fmax by place and route: give an ECP5 or iCE40 --target")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    man = Manifest(out)
-    ran, skipped = [], []
-
-    def stage(name: str, key: str, outputs: list[Path], work):
-        found = man.fresh(name, key, outputs)
-        if found is not None:
-            skipped.append(name)
-            log(f"[{name}] up to date (inputs unchanged), skipped")
-            return found
-        log(f"[{name}] running ...")
-        t0 = time.perf_counter()
-        result = work()
-        ran.append(name)
-        return man.record(name, key, result, time.perf_counter() - t0)
-
-    # train
-    if from_run is not None:
-        run = Path(from_run)
-        if not (run / "config.json").exists():
-            raise UserError(f"--from {run}: not a run or policy folder (no config.json)")
-        log(f"[train] from {run}, skipped")
-    else:
-        run = out / "run"
-        cfg_dict = train_cfg.to_dict()
-
-        def do_train():
-            cfg, resume = train_cfg, (run / "checkpoint.pt").exists()
-            if resume:  # an interrupted or shorter run of this build: trained on, if it trains the same thing
-                cfg = resume_config(load_config(run), {k: option_value(train_cfg, k) for k in OPTIONS},
-                                    flags={"target": "--train-target"})
-            r = train_and_evaluate(cfg, run, resume=resume, progress=progress, log=log,
-                                   command=train_command(cfg, run, resume=resume))
-            return {"train_steps": r["train_steps"], "mean_return": r["mean_return"]}
-        stage("train", digest(cfg_dict), [run / "checkpoint.pt", run / "eval.json"], do_train)
+    stages = _Stages(Manifest(out), log)
+    run = _train(stages, out, from_run, train_cfg, progress, log)
     cfg = load_config(run)
     env = env or cfg.env
     if env != cfg.env:
         raise UserError(f"--env {env}: the policy in {run} was trained on {cfg.env}")
     seed = cfg.seed + EVAL_SEED_OFFSET  # the evaluation seeds: frozen and RTL episodes are the same episodes
     circuit = out / "circuit"
+    comp = _compile(stages, run, circuit, pipeline, target, freq, episodes, seed, progress, log, input_register)
+    ver = _verify(stages, circuit, env, episodes, seed, progress, log)
+    syn = _synth(stages, circuit, target, freq, log) if target != "none" else None
 
-    # compile, and the float and frozen policies on the evaluation episodes
+    summary = {"env": env, "run": str(run), "policy": comp["policy"], "train_steps": comp.get("train_steps"),
+               "episodes": episodes, "seed": seed,
+               "float_return": fmean(comp["float_returns"]), "frozen_return": fmean(comp["frozen_returns"]),
+               "rtl_return": fmean(ver["rtl_returns"]),
+               "rtl_equals_frozen": [round(r, 6) for r in ver["rtl_returns"]] == [round(r, 6) for r in comp["frozen_returns"]],
+               "latency_cycles": comp["latency_cycles"], "ir_luts": comp["ir_luts"],
+               "comparators": comp["comparators"], "synth": syn,
+               "stages_run": stages.ran, "stages_skipped": stages.skipped, "circuit": str(circuit)}
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+class _Stages:
+    """Runs each stage of a build unless OUT/build.json has it up to date, and keeps which ran and which
+    were skipped."""
+
+    def __init__(self, man: Manifest, log):
+        self.man, self.log, self.ran, self.skipped = man, log, [], []
+
+    def __call__(self, name: str, key: str, outputs: list[Path], work) -> dict:
+        found = self.man.fresh(name, key, outputs)
+        if found is not None:
+            self.skipped.append(name)
+            self.log(f"[{name}] up to date (inputs unchanged), skipped")
+            return found
+        self.log(f"[{name}] running ...")
+        t0 = time.perf_counter()
+        result = work()
+        self.ran.append(name)
+        return self.man.record(name, key, result, time.perf_counter() - t0)
+
+
+def _train(stage: _Stages, out: Path, from_run: Path | None, train_cfg, progress: bool, log) -> Path:
+    """The run the circuit comes from: ``from_run``, or OUT/run trained (on from its checkpoint if it has one)."""
+    from dwc.core.config import OPTIONS, option_value, resume_config, train_command
+    from dwc.flows.evaluate import train_and_evaluate
+    if from_run is not None:
+        run = Path(from_run)
+        if not (run / "config.json").exists():
+            raise UserError(f"--from {run}: not a run or policy folder (no config.json)")
+        log(f"[train] from {run}, skipped")
+        return run
+    run = out / "run"
+    cfg_dict = train_cfg.to_dict()
+
+    def do_train():
+        cfg, resume = train_cfg, (run / "checkpoint.pt").exists()
+        if resume:  # an interrupted or shorter run of this build: trained on, if it trains the same thing
+            cfg = resume_config(load_config(run), {k: option_value(train_cfg, k) for k in OPTIONS},
+                                flags={"target": "--train-target"})
+        r = train_and_evaluate(cfg, run, resume=resume, progress=progress, log=log,
+                               command=train_command(cfg, run, resume=resume))
+        return {"train_steps": r["train_steps"], "mean_return": r["mean_return"]}
+    stage("train", digest(cfg_dict), [run / "checkpoint.pt", run / "eval.json"], do_train)
+    return run
+
+
+def _compile(stage: _Stages, run: Path, circuit: Path, pipeline: int | str, target: str, freq: float, episodes: int,
+             seed: int, progress: bool, log, input_register: bool) -> dict:
+    """The circuit compiled, and the float and frozen policies on the evaluation episodes."""
+    from dwc.flows.compile import compile_run
+    from dwc.flows.evaluate import evaluate_run
+
     def do_compile():
         c = compile_run(run, circuit, pipeline=pipeline, target=None if target == "none" else target, freq=freq,
                         log=log, input_register=input_register)
@@ -149,47 +177,43 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
     # when dropped, so earlier builds' keys stay valid
     shape = ({"freq": freq} if pipeline == "auto" else {}) | ({} if input_register else {"input_register": False})
     # the target picks the popcount structure (and, with auto, the stages)
-    comp = stage("compile", digest({"pipeline": pipeline, "target": target, "episodes": episodes, "seed": seed, **shape},
+    return stage("compile", digest({"pipeline": pipeline, "target": target, "episodes": episodes, "seed": seed, **shape},
                                    [run / "checkpoint.pt", run / "config.json"]),
                  [circuit / "graph.json", circuit / "dwc_core.v"], do_compile)
 
-    # verify: the same episodes with every action from the Verilog
+
+def _verify(stage: _Stages, circuit: Path, env: str, episodes: int, seed: int, progress: bool, log) -> dict:
+    """The same episodes with every action from the Verilog."""
+    from dwc.sim.verify import verify
+
     def do_verify():
         r = verify(circuit, env, episodes, seed=seed, progress=progress, log=log)
         if not r["passed"]:
             raise UserError(f"verification failed: {r['mismatches']} mismatches; see {circuit / 'verify_report.json'}")
         return {"rtl_returns": r["return_rtl"], "mismatches": r["mismatches"], "steps": r["steps"]}
-    ver = stage("verify", digest({"episodes": episodes, "seed": seed}, [circuit / "graph.json", circuit / "dwc_core.v"]),
-                [circuit / "verify_report.json"], do_verify)
+    return stage("verify", digest({"episodes": episodes, "seed": seed}, [circuit / "graph.json", circuit / "dwc_core.v"]),
+                 [circuit / "verify_report.json"], do_verify)
 
-    # synth
-    syn = None
-    if target != "none":
-        def do_synth():
-            r = synth_smallest(circuit, target, freq, log=log)  # its tools' progress, with seconds
-            # ECP5: LUT4 sites counts the carry cells' LUTs too (the comparators' and adders' CCU2C)
-            return {"target": r["target"], "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
-                    "fmax_mhz": r["fmax_mhz"], "requested_mhz": r.get("requested_mhz"), "timing_met": r.get("timing_met"),
-                    "clock_required": r.get("clock_required"),
-                    "cells": r.get("cells"), "utilisation": r.get("utilisation"),
-                    "utilisation_of": r.get("utilisation_of"), "constraints": r.get("constraints"),
-                    "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"],
-                    "too_small": r.get("smallest_fit", {}).get("too_small")}
-        key = digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"])
-        # a family's device is known once synthesised: its report is checked through the recorded target
-        done = man.fresh("synth", key, []) if target in FAMILY_DEVICES else None
-        syn = stage("synth", key, [circuit / "synth" / (done["target"] if done else target) / "report.json"], do_synth)
 
-    summary = {"env": env, "run": str(run), "policy": comp["policy"], "train_steps": comp.get("train_steps"),
-               "episodes": episodes, "seed": seed,
-               "float_return": fmean(comp["float_returns"]), "frozen_return": fmean(comp["frozen_returns"]),
-               "rtl_return": fmean(ver["rtl_returns"]),
-               "rtl_equals_frozen": [round(r, 6) for r in ver["rtl_returns"]] == [round(r, 6) for r in comp["frozen_returns"]],
-               "latency_cycles": comp["latency_cycles"], "ir_luts": comp["ir_luts"],
-               "comparators": comp["comparators"], "synth": syn,
-               "stages_run": ran, "stages_skipped": skipped, "circuit": str(circuit)}
-    write_json(out / "summary.json", summary)
-    return summary
+def _synth(stage: _Stages, circuit: Path, target: str, freq: float, log) -> dict:
+    """The circuit synthesised for ``target`` (a family: the smallest of its devices that it fits)."""
+    from dwc.fpga.devices import FAMILY_DEVICES
+    from dwc.fpga.synth import synth_smallest
+
+    def do_synth():
+        r = synth_smallest(circuit, target, freq, log=log)  # its tools' progress, with seconds
+        # ECP5: LUT4 sites counts the carry cells' LUTs too (the comparators' and adders' CCU2C)
+        return {"target": r["target"], "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
+                "fmax_mhz": r["fmax_mhz"], "requested_mhz": r.get("requested_mhz"), "timing_met": r.get("timing_met"),
+                "clock_required": r.get("clock_required"),
+                "cells": r.get("cells"), "utilisation": r.get("utilisation"),
+                "utilisation_of": r.get("utilisation_of"), "constraints": r.get("constraints"),
+                "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"],
+                "too_small": r.get("smallest_fit", {}).get("too_small")}
+    key = digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"])
+    # a family's device is known once synthesised: its report is checked through the recorded target
+    done = stage.man.fresh("synth", key, []) if target in FAMILY_DEVICES else None
+    return stage("synth", key, [circuit / "synth" / (done["target"] if done else target) / "report.json"], do_synth)
 
 
 def summary_table(s: dict) -> str:
