@@ -31,14 +31,8 @@ from dwc.core.config import DEFAULT_FREQ_MHZ
 from dwc.core.tools import (NEXTPNR_PHASES, ROUTE_BUDGET_S, YOSYS_PHASES, Stage, find_tool, route_router1_then_router2,
                             run_tool)
 from dwc.core.rundir import replaces_outputs, write_json
-from dwc.fpga import devices, synth_summary
 from dwc.fpga.devices import (CARRY_SITES, FAMILY_DEVICES, FF_PREFIX, LUT_CELLS, RAM_BLOCKS, TARGETS, Target,
                               default_options, package_of, pin_device)
-
-# `dwc synth` (dwc/cli/synth.py) imports these from here, where they were before the device table
-# (dwc.fpga.devices) and the reports' text (dwc.fpga.synth_summary) moved out
-target_names = devices.target_names
-synth_text, timing_missed = synth_summary.synth_text, synth_summary.timing_missed
 
 
 class DoesNotFit(RuntimeError):

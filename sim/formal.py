@@ -46,12 +46,8 @@ from dwc.core.errors import UserError
 from dwc.ir import Graph
 from dwc.backends.reference_verilog import reference_verilog
 from dwc.core.rundir import write_json, write_text
-from dwc.sim import formal_report
 from dwc.sim.formal_report import (ASSUMPTIONS_NETLIST, ASSUMPTIONS_REFERENCE, CLAIM_NETLIST, METHOD_NETLIST,
                                    METHOD_REFERENCE, STAMP, claim_reference, describe_reference_cex, sat_results)
-
-# `dwc verify --formal` (dwc/cli/verify.py) imports the summary from here, as before the report moved out
-summary = formal_report.summary
 
 DEFAULT_TIMEOUT = 600  # seconds per proof
 PROOFS = ("reference", "netlist")

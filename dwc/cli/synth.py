@@ -41,7 +41,8 @@ yosys/nextpnr from PyPI); the first use of each compiles its WebAssembly (about 
 
 
 def add(sub):
-    from dwc.fpga.synth import ROUTE_BUDGET_S, target_names
+    from dwc.core.tools import ROUTE_BUDGET_S
+    from dwc.fpga.devices import target_names
     p = sub.add_parser("synth", help="synthesise, place and route the compiled core for an FPGA; bitstream + report",
                        description="Synthesise the compiled core with yosys for an FPGA family, place and route it "
                                    "with nextpnr, pack a bitstream, and report resources, Fmax and throughput.",
@@ -78,7 +79,8 @@ def add(sub):
 
 
 def run(args) -> int:
-    from dwc.fpga.synth import synth_build, synth_text, timing_missed
+    from dwc.fpga.synth import synth_build
+    from dwc.fpga.synth_summary import synth_text, timing_missed
     if args.freq is not None and args.freq <= 0:
         raise UserError("--freq must be > 0")
     if not args.target and not args.board:

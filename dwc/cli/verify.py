@@ -90,7 +90,8 @@ def run(args) -> int:
 
 def _prove(args) -> int:
     """--formal: yosys SAT proofs instead of simulation."""
-    from dwc.sim.formal import PROOFS, formal, summary as formal_summary
+    from dwc.sim.formal import PROOFS, formal
+    from dwc.sim.formal_report import summary as formal_summary
     r = formal(args.build, args.formal_timeout,
                PROOFS if args.formal_proof == "all" else (args.formal_proof,), log=quiet_log(args))
     show(args, r, formal_summary)
