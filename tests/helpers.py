@@ -1,6 +1,6 @@
 """Helpers the test modules share (fixtures are in conftest.py): the CLI run as a user runs it, small
-training runs, checkpoint comparison to the bit, random IR graphs and their inputs, and the bit-exact check
-of a trained actor against its frozen graph."""
+training runs, checkpoint comparison to the bit, random IR graphs and their inputs, the bit-exact check
+of a trained actor against its frozen graph, and small dwc sweep specs."""
 import json
 import random
 import subprocess
@@ -186,3 +186,23 @@ def extreme_observations(graph: Graph) -> np.ndarray:
         t = np.array([p[min(k, len(p) - 1)] for p in per_dim])
         rows += [np.clip(t, lo, hi), np.clip(t - 1, lo, hi)]
     return np.stack(rows)
+
+
+# dwc sweep specs
+
+# a spec's shared options for small, quick runs
+SMALL_SWEEP = {"learning_starts": 300, "batch_size": 32, "checkpoint_every": 200, "eval_episodes": 2,
+               "thermo_bits": 7, "width": 32, "lut_inputs": 4, "hidden": 32}
+
+
+def write_spec(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def wait_for(pred, timeout, what):
+    t0 = time.monotonic()
+    while not pred():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
