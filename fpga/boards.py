@@ -20,7 +20,7 @@ from dwc.core.tools import NEXTPNR_PHASES, ROUTE_BUDGET_S, YOSYS_PHASES, route_r
 from dwc.ir import Graph
 from dwc.core.rundir import write_json
 
-BAUD = 115200
+from dwc.core.defaults import BAUD  # the board tops' UART rate
 
 
 def _platforms():

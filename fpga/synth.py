@@ -27,7 +27,7 @@ import shutil
 import time
 from pathlib import Path
 
-from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ, ENERGY_STEPS, PLACEMENT_SEED
 from dwc.core.tools import (NEXTPNR_PHASES, ROUTE_BUDGET_S, YOSYS_PHASES, Stage, find_tool, route_router1_then_router2,
                             run_tool)
 from dwc.core.rundir import replaces_outputs, write_json
@@ -134,8 +134,8 @@ def _fits(target: str, t: Target, need: dict, what: str, slack: float = 1.0) -> 
             f"before place and route; choose a larger target or a smaller circuit")
 
 
-def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = 1,
-          log=print, activity: dict | None = None, energy_steps: int = 1000, pins: Path | None = None,
+def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, yosys_opts: str | None = None, seed: int = PLACEMENT_SEED,
+          log=print, activity: dict | None = None, energy_steps: int = ENERGY_STEPS, pins: Path | None = None,
           route_budget_s: float = ROUTE_BUDGET_S) -> dict:
     """Synthesise BUILD's core for ``target`` into BUILD/synth/<target>/; the report also estimates the
     energy per action from ``activity`` (:func:`dwc.fpga.energy.build_activity`; measured here over
@@ -402,7 +402,7 @@ def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FR
 
 
 def synth_build(build: Path, targets: list[str], boards: list[str], freq_mhz: float | None = DEFAULT_FREQ_MHZ,
-                yosys_opts: str | None = None, seed: int = 1, energy_steps: int = 1000, log=print,
+                yosys_opts: str | None = None, seed: int = PLACEMENT_SEED, energy_steps: int = ENERGY_STEPS, log=print,
                 pins: Path | None = None, route_budget_s: float = ROUTE_BUDGET_S, baud: int | None = None) -> dict:
     """``dwc synth``: every target and board top of one build (``baud``: the board tops' UART, default
     dwc.fpga.boards.BAUD). Switching activity for the energy

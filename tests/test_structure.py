@@ -146,7 +146,7 @@ def test_one_default_clock_everywhere():
     from dwc.flows.build import _build as build
     from dwc.cli import main
     from dwc.flows.compile import compile_run
-    from dwc.core.config import DEFAULT_FREQ_MHZ
+    from dwc.core.defaults import DEFAULT_FREQ_MHZ
     from dwc.core.errors import UserError
     from dwc.fpga.synth import synth, synth_build
     from dwc.flows.sweep_spec import HARDWARE_KEYS

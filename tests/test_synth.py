@@ -154,7 +154,7 @@ def test_a_family_target_takes_the_smallest_device_the_core_fits(small_build, tm
     r = json.loads((out / "synth" / "ecp5-45k" / "report.json").read_text())
     assert r["target"] == "ecp5-45k" and r["device"] == "LFE5U-45F" and r["cells"]["available"] == 43848
     # no --freq: placed for the default clock, which it does not have to reach
-    from dwc.core.config import DEFAULT_FREQ_MHZ
+    from dwc.core.defaults import DEFAULT_FREQ_MHZ
     assert r["requested_mhz"] == DEFAULT_FREQ_MHZ and r["clock_required"] is False
     assert Path(r["bitstream"]).exists() and not (out / "synth" / "ecp5-25k").exists()
     fit = r["smallest_fit"]

@@ -8,7 +8,7 @@ from pathlib import Path
 from dwc.cli.options import add_input_register, count, given_options, log_for, pipeline_stages
 from dwc.cli.train import train_config
 from dwc.cli.train_options import add_train_options
-from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ
 from dwc.core.pipeline import BUILD_DEFAULT
 from dwc.core.errors import UserError
 

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from dwc.cli.options import add_build_options, add_hdl_options, add_input_register, int_list, log_for, show
-from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ
 
 
 def add(sub):

@@ -6,7 +6,7 @@ from pathlib import Path
 from dwc.cli.build import print_summary
 from dwc.cli.options import log_for
 from dwc.core.catalog import shipped_policy
-from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ
 
 
 def add(sub):

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from dwc.cli.options import quiet_log
-from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ
 from dwc.core.errors import UserError
 
 

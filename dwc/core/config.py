@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dwc.core.defaults import EVAL_EPISODES
 from dwc.core.errors import OptionError, UserError
 from dwc.core.targets import NATIVE_LUT_INPUTS, family_of
 
@@ -123,7 +124,7 @@ class TrainConfig:
     num_envs: int = 1
     threads: int = 1
     checkpoint_every: int = 10_000
-    eval_episodes: int = 10
+    eval_episodes: int = EVAL_EPISODES
     target: str = ""  # FPGA family trained for (ecp5, ice40, xc7): sets the LUT arity; "" = none
     actor: ActorConfig = field(default_factory=ActorConfig)
     sac: SACConfig = field(default_factory=SACConfig)
@@ -183,10 +184,6 @@ OPTIONS = {
     **{k: "ppo" for k in ("rollout_steps",)},
     **{k: "distill" for k in ("teacher", "teacher_steps", "dagger_steps", "updates_per_step", "distill_lr")},
 }
-# The clock every hardware command requests unless told (compile --pipeline auto, build, synth, demo,
-# sweeps): one default, so that their timing verdicts and chosen pipelines agree. The pipelined cores
-# reach about 200 MHz on ECP5, so 100 MHz leaves margin there; iCE40 often needs less (--freq).
-DEFAULT_FREQ_MHZ = 100.0
 # What may change when resuming: how long and where to run, not what is trained.
 RESUMABLE = {"steps", "device", "cuda_graphs", "precision", "threads", "checkpoint_every", "eval_episodes"}
 

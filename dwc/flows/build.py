@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from statistics import fmean
 
-from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ
 from dwc.core.errors import UserError
 from dwc.core.rundir import LOCK, hold_lock, load_config, write_json
 

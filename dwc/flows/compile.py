@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from dwc.core.config import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ
 from dwc.core.errors import OptionError, UserError
 from dwc.core.pipeline import AUTO, resolve_stages
 from dwc.ir import Graph

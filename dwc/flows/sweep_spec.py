@@ -13,7 +13,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dwc.core.config import DEFAULT_FREQ_MHZ, TrainConfig, config_from_options
+from dwc.core.config import TrainConfig, config_from_options
+from dwc.core.defaults import DEFAULT_FREQ_MHZ
 from dwc.core.errors import UserError
 from dwc.core.rundir import last_logged_step, tail_records
 from dwc.core.seeds import seed_dir
