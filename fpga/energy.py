@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dwc.core.defaults import ENERGY_STEPS
 from dwc.ir import Graph
 from dwc.ir.reference import comparator_bits, linear_layer, lut_layer
 
@@ -107,7 +108,7 @@ def activity(g: Graph, sequences: list[np.ndarray], compressor: int | None = Non
                        for n, s in stats.items()}}
 
 
-def build_activity(g: Graph, steps: int = 1000, compressor: int | None = None) -> dict:
+def build_activity(g: Graph, steps: int = ENERGY_STEPS, compressor: int | None = None) -> dict:
     """Activity over ``steps`` closed-loop steps of the graph's env (short episodes, e.g. a falling
     Hopper, strung together with the next seeds), or over random observations when the graph names
     no installed env (said in ``source``)."""

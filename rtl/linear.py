@@ -7,6 +7,7 @@ from amaranth.hdl import Instance, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from dwc.core.defaults import TABLE_BITS  # neurons reading at most this many input bits become tables
 from dwc.ir.graph import Graph, Linear
 
 from dwc.rtl.cells import check_cells
@@ -32,9 +33,6 @@ def extend(v: Value, signed_: bool, width: int) -> Value:
     """``v`` sign- or zero-extended to ``width`` bits by explicit concatenation (lint-clean)."""
     fill = v[-1].replicate(width - len(v)) if signed_ else Const(0, width - len(v))
     return Cat(v, fill) if width > len(v) else v
-
-
-TABLE_BITS = 8  # default: neurons reading at most this many input bits become lookup tables
 
 
 def neuron_table(lin: Linear, j: int, shapes: list) -> list[int]:

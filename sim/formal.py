@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dwc.core.defaults import FORMAL_TIMEOUT_S
 from dwc.core.errors import UserError
 from dwc.ir import Graph
 from dwc.backends.reference_verilog import reference_verilog
@@ -49,7 +50,6 @@ from dwc.core.rundir import write_json, write_text
 from dwc.sim.formal_report import (ASSUMPTIONS_NETLIST, ASSUMPTIONS_REFERENCE, CLAIM_NETLIST, METHOD_NETLIST,
                                    METHOD_REFERENCE, STAMP, claim_reference, describe_reference_cex, sat_results)
 
-DEFAULT_TIMEOUT = 600  # seconds per proof
 PROOFS = ("reference", "netlist")
 MONOLITHIC = "contract, in one piece"
 CORE_OUTPUTS = ("core.action", "core.valid_out")  # shown in a counterexample of the contract
@@ -404,7 +404,7 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
 
 # ---------------------------------------------------------------------------------------------- driver
 
-def formal(build: Path, timeout: float = DEFAULT_TIMEOUT, proofs: tuple[str, ...] = PROOFS, log=print) -> dict:
+def formal(build: Path, timeout: float = FORMAL_TIMEOUT_S, proofs: tuple[str, ...] = PROOFS, log=print) -> dict:
     """Run the requested proofs on a compiled build; write BUILD/formal_report.json."""
     from dwc.ir.compiled import load_build
     graph, ports, _ = load_build(build)

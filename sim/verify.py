@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from dwc.ir.compiled import load_build
+from dwc.core.defaults import RTL_EPISODES, SIMULATOR, VECTORS
 from dwc.core.errors import UserError
 from dwc.ir import Graph
 from dwc.ir import reference as ref
@@ -58,9 +59,9 @@ def evaluation_seed(graph) -> int:
     return (TrainConfig.seed if seed is None else int(seed)) + EVAL_SEED_OFFSET
 
 
-def verify(build: Path, env_id: str | None = None, episodes: int = 3, sim: str = "verilator",
+def verify(build: Path, env_id: str | None = None, episodes: int = RTL_EPISODES, sim: str = SIMULATOR,
            seed: int | None = None,
-           max_steps: int | None = None, netlist: bool = False, n_random: int = 1000, progress: bool = True,
+           max_steps: int | None = None, netlist: bool = False, n_random: int = VECTORS, progress: bool = True,
            log=print, bitstreams: list[str] | None = None) -> dict:
     """``bitstreams``: ``dwc synth`` targets of BUILD whose bitstream's netlist also runs both benches
     (:mod:`dwc.sim.bitstream`); an empty list means every target with a bitstream."""

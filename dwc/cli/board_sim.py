@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from dwc.core.defaults import BAUD
 from dwc.core.errors import UserError
 
 
@@ -46,8 +47,8 @@ def add(sub):
                        epilog=BOARD_SIM_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build", type=Path, help="build directory written by dwc compile")
     p.add_argument("--listen", default="127.0.0.1:5555", metavar="HOST:PORT",
-                   help="address to serve on (default 127.0.0.1:5555; port 0 picks a free one, printed)")
-    p.add_argument("--baud", type=int, default=115200, help="the UART's baud rate (default 115200, as the board tops)")
+                   help="address to serve on (default %(default)s; port 0 picks a free one, printed)")
+    p.add_argument("--baud", type=int, default=BAUD, help=f"the UART's baud rate (default {BAUD}, as the board tops)")
     p.add_argument("--clock", type=float, metavar="MHZ",
                    help="the board's clock, which with --baud sets the clock cycles per bit: 25 for the ULX3S's "
                         "217, 12 for the iCEBreaker's 104 (default: 4 cycles per bit, as dwc hil --sim; fast)")

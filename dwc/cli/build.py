@@ -8,7 +8,8 @@ from pathlib import Path
 from dwc.cli.options import add_input_register, count, given_options, log_for, pipeline_stages
 from dwc.cli.train import train_config
 from dwc.cli.train_options import add_train_options
-from dwc.core.defaults import DEFAULT_FREQ_MHZ
+from dwc.core.config import TrainConfig
+from dwc.core.defaults import DEFAULT_FREQ_MHZ, RTL_EPISODES, SYNTH_TARGET
 from dwc.core.pipeline import BUILD_DEFAULT
 from dwc.core.errors import UserError
 
@@ -49,9 +50,9 @@ def add(sub):
                    help="a trained run or policy folder: a circuit skips training; a float MLP, or an .onnx "
                         "model (with --env), is the teacher the circuit described by the training options learns "
                         "from (--algo distill)")
-    p.add_argument("--target", dest="synth_target", default="ecp5-25k",
-                   help="FPGA to synthesise for: a device, a family (ecp5, ice40: its smallest device the core "
-                        "fits), or none to stop after verify (default ecp5-25k); it also picks the "
+    p.add_argument("--target", dest="synth_target", default=SYNTH_TARGET,
+                   help=f"FPGA to synthesise for: a device, a family (ecp5, ice40: its smallest device the core "
+                        f"fits), or none to stop after verify (default {SYNTH_TARGET}); it also picks the "
                         "popcount structure (see dwc compile), never the trained LUT size (that is --lut-inputs or "
                         "--train-target)")
     p.add_argument("--pipeline", type=pipeline_stages, default=BUILD_DEFAULT, metavar="K|max|auto",
@@ -61,9 +62,9 @@ def add(sub):
     p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
                    help=f"clock requested from nextpnr in MHz (default {DEFAULT_FREQ_MHZ:g})")
     p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=count,
-                   help="evaluation episodes: the trained run's own at the end of training (as dwc train; default "
-                        "10) and the summary's float, frozen and RTL returns (default 3, as the RTL episodes are "
-                        "slow)")
+                   help=f"evaluation episodes: the trained run's own at the end of training (as dwc train; default "
+                        f"{TrainConfig.eval_episodes}) and the summary's float, frozen and RTL returns (default "
+                        f"{RTL_EPISODES}, as the RTL episodes are slow)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_train_options(p, target_flag="--train-target", episodes=False)  # training: as dwc train (none with --from)
@@ -71,7 +72,7 @@ def add(sub):
 
 def run(args) -> int:
     from dwc.flows.build import build, distilled_from
-    episodes = 3 if args.eval_episodes is None else args.eval_episodes
+    episodes = RTL_EPISODES if args.eval_episodes is None else args.eval_episodes
     if args.from_run is not None and (what := distilled_from(args.from_run)):
         _distil_from(args, what)
     train_cfg = _training(args)

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from dwc.cli.options import add_build_options, add_hdl_options, add_input_register, int_list, log_for, show
-from dwc.core.defaults import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import COMPARATOR_BANK, DEFAULT_FREQ_MHZ
 
 
 def add(sub):
@@ -32,11 +32,11 @@ def add(sub):
                                      "--target family's smallest device, e.g. ecp5-25k)")
     p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
                    help=f"with --pipeline auto: the clock to reach, MHz (default {DEFAULT_FREQ_MHZ:g})")
-    p.add_argument("--comparators", choices=("shared", "full"), default="shared",
+    p.add_argument("--comparators", choices=("shared", "full"), default=COMPARATOR_BANK,
                    help="the comparator bank's lowering: shared = each observation dimension's 4-bit digits "
                         "compared once and shared by its thresholds, plain LUT logic (a quarter of the ECP5 area "
                         "of carry-chain compares); full = one full-width compare per threshold, as before "
-                        "(default shared)")
+                        f"(default {COMPARATOR_BANK})")
     add_input_register(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 

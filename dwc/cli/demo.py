@@ -6,25 +6,27 @@ from pathlib import Path
 from dwc.cli.build import print_summary
 from dwc.cli.options import log_for
 from dwc.core.catalog import shipped_policy
-from dwc.core.defaults import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ, RTL_EPISODES, SYNTH_TARGET
+from dwc.core.pipeline import BUILD_DEFAULT
 
 
 def add(sub):
     p = sub.add_parser("demo", help="the embedded default: a shipped policy through compile, verify and an ECP5 bitstream",
-                       description="dwc build --from policies/inverted-pendulum-v5-gates --target ecp5-25k: the "
-                                   "shipped logic-gate policy (InvertedPendulum-v5, return 1000) compiled, verified "
-                                   "in Verilator on 3 closed-loop episodes and built into an ECP5 bitstream, with "
+                       description=f"dwc build --from policies/inverted-pendulum-v5-gates --target {SYNTH_TARGET}: "
+                                   "the shipped logic-gate policy (InvertedPendulum-v5, return 1000) compiled, "
+                                   f"verified in Verilator on {RTL_EPISODES} closed-loop episodes and built into an "
+                                   "ECP5 bitstream, with "
                                    "the summary table. A few minutes on 2 CPU cores; a second run is instant.")
-    p.add_argument("--out", type=Path, default=Path("builds/demo"), help="build folder (default builds/demo)")
+    p.add_argument("--out", type=Path, default=Path("builds/demo"), help="build folder (default %(default)s)")
     p.add_argument("--policy", default="inverted-pendulum-v5-gates",
-                   help="a folder under policies/ (default inverted-pendulum-v5-gates; see dwc policies)")
-    p.add_argument("--target", default="ecp5-25k", help="FPGA target or none (default ecp5-25k)")
+                   help="a folder under policies/ (default %(default)s; see dwc policies)")
+    p.add_argument("--target", default=SYNTH_TARGET, help=f"FPGA target or none (default {SYNTH_TARGET})")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def run(args) -> int:
     from dwc.flows.build import build
-    s = build(args.out, None, shipped_policy(args.policy), None, args.target, "max", 3, DEFAULT_FREQ_MHZ,
-              progress=not args.no_progress, log=log_for(args))
+    s = build(args.out, None, shipped_policy(args.policy), None, args.target, BUILD_DEFAULT, RTL_EPISODES,
+              DEFAULT_FREQ_MHZ, progress=not args.no_progress, log=log_for(args))
     return print_summary(s, args)

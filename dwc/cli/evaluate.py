@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from dwc.cli.options import count, show
+from dwc.core.defaults import EVAL_DEVICE, EVAL_EPISODES
 
 
 def add(sub):
@@ -16,9 +17,10 @@ def add(sub):
                               "  dwc eval policies/hopper-v5-dwc --frozen --out /tmp/hopper-eval.json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, help="run directory written by dwc train")
-    p.add_argument("--episodes", type=count, default=10, help="number of episodes (default 10)")
+    p.add_argument("--episodes", type=count, default=EVAL_EPISODES,
+                   help=f"number of episodes (default {EVAL_EPISODES})")
     p.add_argument("--seed", type=int, help="first episode seed (default: the run's seed + 10000)")
-    p.add_argument("--device", default="cpu", help="auto | cpu | cuda (default cpu)")
+    p.add_argument("--device", default=EVAL_DEVICE, help=f"auto | cpu | cuda (default {EVAL_DEVICE})")
     p.add_argument("--frozen", action="store_true",
                    help="also evaluate the frozen integer circuit (the IR dwc compile writes) on the same seeds")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from dwc.cli.options import count, quiet_log, show
+from dwc.core.defaults import BAUD, HIL_TIMEOUT_S, RECONNECT_S
 from dwc.core.errors import UserError
 
 
@@ -38,18 +39,20 @@ def add(sub):
     where.add_argument("--sim", action="store_true", help="the board top's logic (core + UART link) in Verilator")
     where.add_argument("--port", help="the board's serial port: a device (/dev/ttyUSB0, COM3) or a URL, "
                                       "socket://HOST:PORT (ser2net, dwc board-sim) or rfc2217://HOST:PORT")
-    p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200, as the board tops)")
+    p.add_argument("--baud", type=int, default=BAUD, help=f"UART baud rate (default {BAUD}, as the board tops)")
     p.add_argument("--env", help="Gymnasium env id (default: the policy's)")
-    p.add_argument("--episodes", type=count, default=1, help="closed-loop episodes over the link (default 1)")
+    p.add_argument("--episodes", type=count, default=1, help="closed-loop episodes over the link (default %(default)s)")
     p.add_argument("--seed", type=int, help="seed of the first episode (default: the evaluation seeds of dwc eval, "
                                             "the training seed + 10000)")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps")
     p.add_argument("--inject", action="append", default=[], metavar="KIND@STEP",
                    help="(--sim) inject a link fault before that step's frame: garbage, drop or corrupt")
-    p.add_argument("--timeout", type=float, default=0.5, metavar="SECONDS",
-                   help="(--port) resend a frame when no valid reply came within this long (default 0.5)")
-    p.add_argument("--reconnect", type=float, default=10.0, metavar="SECONDS",
-                   help="(--port) after a lost connection, keep trying to reopen the port this long (default 10)")
+    p.add_argument("--timeout", dest="timeout_s", type=float, default=HIL_TIMEOUT_S, metavar="SECONDS",
+                   help=f"(--port) resend a frame when no valid reply came within this long "
+                        f"(default {HIL_TIMEOUT_S:g})")
+    p.add_argument("--reconnect", dest="reconnect_s", type=float, default=RECONNECT_S, metavar="SECONDS",
+                   help=f"(--port) after a lost connection, keep trying to reopen the port this long "
+                        f"(default {RECONNECT_S:g})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -59,9 +62,9 @@ def run(args) -> int:
     load_build(args.build)
     if args.baud < 1200:
         raise UserError(f"--baud must be >= 1200, got {args.baud}")
-    if args.timeout <= 0 or args.reconnect < 0:
+    if args.timeout_s <= 0 or args.reconnect_s < 0:
         raise UserError("--timeout must be > 0 and --reconnect >= 0 seconds")
     r = hil(args.build, args.env, args.episodes, args.seed, args.max_steps, args.sim, args.port, args.baud,
-            args.inject, log=quiet_log(args), timeout_s=args.timeout, reconnect_s=args.reconnect)
+            args.inject, log=quiet_log(args), timeout_s=args.timeout_s, reconnect_s=args.reconnect_s)
     show(args, r, hil_text)
     return 0 if r["passed"] else 1

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from dwc.core.config import OPTIONS
+from dwc.core.defaults import ACT_WIDTH, OBS_WIDTH, TABLE_BITS
 from dwc.core.pipeline import COMPILE_DEFAULT, parse_pipeline
 
 
@@ -47,22 +48,24 @@ def add_input_register(p):
 
 def add_build_options(p):
     p.add_argument("--out", type=Path, required=True, help="build directory")
-    p.add_argument("--obs-width", type=int, default=16, help="observation fixed-point width in bits (default 16)")
-    p.add_argument("--act-width", type=int, default=16, help="action fixed-point width in bits (default 16)")
+    p.add_argument("--obs-width", type=int, default=OBS_WIDTH,
+                   help=f"observation fixed-point width in bits (default {OBS_WIDTH})")
+    p.add_argument("--act-width", type=int, default=ACT_WIDTH,
+                   help=f"action fixed-point width in bits (default {ACT_WIDTH})")
 
 
 def add_hdl_options(p):
     p.add_argument("--table-bits", type=int, default=None, metavar="N",
                    help="quantised MLPs: a neuron whose nonzero-weight inputs total at most N bits (fan-in x "
                         "bits) is enumerated into lookup tables, LogicNets style; wider ones become "
-                        "constant-coefficient arithmetic (default 8; 0 = always arithmetic)")
+                        f"constant-coefficient arithmetic (default {TABLE_BITS}; 0 = always arithmetic)")
     p.add_argument("--pipeline", type=pipeline_stages, default=COMPILE_DEFAULT, metavar="K|max|auto",
                    help="register stages inside the core: 0 = minimum latency (registered I/O around one "
                         "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
                         "comparators, after each LUT layer and after the popcounts (and each linear layer); more "
                         "split the popcount adder trees evenly, for Fmax; max = all of them; auto (dwc compile "
                         "and build) = the fewest stages that reach --freq on --target, found by synthesis and "
-                        "place and route of the candidates (a binary search, ~4 runs) (default 0)")
+                        f"place and route of the candidates (a binary search, ~4 runs) (default {COMPILE_DEFAULT})")
 
 
 def log_for(args):

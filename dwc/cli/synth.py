@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from dwc.cli.options import quiet_log
-from dwc.core.defaults import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import BAUD, DEFAULT_FREQ_MHZ, ENERGY_STEPS, PLACEMENT_SEED
 from dwc.core.errors import UserError
 
 
@@ -55,26 +55,27 @@ def add(sub):
                    help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
                         "repeat for several")
     p.add_argument("--baud", type=int, metavar="RATE",
-                   help="with --board: the UART's baud rate (default 115200). A large observation needs more to keep "
-                        "up with its task (dwc hil reports the rate real time needs); the board's clock must make it "
-                        "within 2%% with at least 8 cycles a bit, e.g. 1000000 on both boards")
+                   help=f"with --board: the UART's baud rate (default {BAUD}). A large observation needs more to "
+                        "keep up with its task (dwc hil reports the rate real time needs); the board's clock must "
+                        "make it within 2%% with at least 8 cycles a bit, e.g. 1000000 on both boards")
     p.add_argument("--freq", type=float, metavar="MHZ",
                    help=f"clock the core must reach, in MHz: place and route for it, exit 1 if Fmax falls short "
                         f"(default: placed for {DEFAULT_FREQ_MHZ:g} MHz, and a slower Fmax is reported, not an error)")
     p.add_argument("--yosys-opts", help="options for yosys' synth_* command, replacing the target's measured "
                                         "default (ECP5: -cmp2softlogic, or -nobram when the adder trees are "
                                         "pipelined; others: none), e.g. -nowidelut")
-    p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
-    p.add_argument("--route-budget", type=float, metavar="SECONDS", default=ROUTE_BUDGET_S,
+    p.add_argument("--seed", type=int, default=PLACEMENT_SEED,
+                   help=f"nextpnr placement seed (default {PLACEMENT_SEED})")
+    p.add_argument("--route-budget", dest="route_budget_s", type=float, metavar="SECONDS", default=ROUTE_BUDGET_S,
                    help=f"how long nextpnr's default router (router1, usually the better Fmax) may route before "
                         f"the design is placed and routed again with router2, which routes congested designs "
                         f"far faster (default {ROUTE_BUDGET_S:g}; the report's \"router\" says which routed)")
     p.add_argument("--pins", type=Path, metavar="FILE",
                    help="pin constraints for the shell's ports (clk, rst, sin, load, shift_out, sout, done): a PCF "
                         "for iCE40 targets, an LPF for ECP5; default: nextpnr's choice, written to the synth folder")
-    p.add_argument("--energy-steps", type=int, default=1000, metavar="N",
+    p.add_argument("--energy-steps", type=int, default=ENERGY_STEPS, metavar="N",
                    help="closed-loop steps of the policy's env over which switching activity is measured for "
-                        "the energy estimate (default 1000; 0 = no estimate)")
+                        f"the energy estimate (default {ENERGY_STEPS}; 0 = no estimate)")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
 
 
@@ -87,13 +88,13 @@ def run(args) -> int:
         raise UserError("give at least one --target or --board")
     if args.energy_steps < 0:
         raise UserError("--energy-steps must be >= 0")
-    if args.route_budget < 0:
+    if args.route_budget_s < 0:
         raise UserError("--route-budget must be >= 0 seconds")
     log = quiet_log(args)
     if args.baud is not None and not args.board:
         raise UserError("--baud sets a board top's UART: give it with --board")
     r = synth_build(args.build, args.target, args.board, args.freq, args.yosys_opts, args.seed, args.energy_steps,
-                    log=log, pins=args.pins, route_budget_s=args.route_budget, baud=args.baud)
+                    log=log, pins=args.pins, route_budget_s=args.route_budget_s, baud=args.baud)
     for e in r["did_not_fit"]:
         print(f"dwc synth: {e}", file=sys.stderr)
     print(json.dumps(r["reports"] + r["boards"], indent=2) if args.json else synth_text(r["reports"], r["boards"]))

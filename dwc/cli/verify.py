@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from dwc.cli.options import count, quiet_log, show
+from dwc.core.defaults import FORMAL_TIMEOUT_S, RTL_EPISODES, SIMULATOR, VECTORS
 from dwc.core.errors import UserError
 
 
@@ -47,12 +48,14 @@ def add(sub):
                        epilog=VERIFY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build", type=Path, help="build directory written by dwc compile")
     p.add_argument("--env", help="Gymnasium env id (default: the env the policy was trained on)")
-    p.add_argument("--episodes", type=count, default=3, help="closed-loop episodes (default 3)")
+    p.add_argument("--episodes", type=count, default=RTL_EPISODES,
+                   help=f"closed-loop episodes (default {RTL_EPISODES})")
     p.add_argument("--seed", type=int, help="seed of the first episode and of the random vectors (default: the "
                                             "evaluation seeds of dwc eval, the training seed + 10000)")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps (default: the env's limit)")
-    p.add_argument("--sim", default="verilator", choices=["verilator", "icarus"], help="simulator (default verilator)")
-    p.add_argument("--vectors", type=int, default=1000, help="random vectors in the vector bench (default 1000)")
+    p.add_argument("--sim", default=SIMULATOR, choices=["verilator", "icarus"], help=f"simulator (default {SIMULATOR})")
+    p.add_argument("--vectors", dest="n_random", metavar="VECTORS", type=int, default=VECTORS,
+                   help=f"random vectors in the vector bench (default {VECTORS})")
     p.add_argument("--netlist", action="store_true",
                    help="also run both benches on the gate-level netlist yosys synthesises from the Verilog")
     p.add_argument("--bitstream", action="store_true",
@@ -65,10 +68,10 @@ def add(sub):
     p.add_argument("--formal", action="store_true",
                    help="instead of simulating, prove equivalence for all inputs with yosys's SAT solver: "
                         "dwc_core.v against the IR's reference Verilog, the netlist against dwc_core.v")
-    p.add_argument("--formal-timeout", type=float, default=600, metavar="S",
-                   help="time limit of each proof, in seconds (default 600)")
+    p.add_argument("--formal-timeout", dest="timeout", type=float, default=FORMAL_TIMEOUT_S, metavar="S",
+                   help=f"time limit of each proof, in seconds (default {FORMAL_TIMEOUT_S:g})")
     p.add_argument("--formal-proof", choices=["all", "reference", "netlist"], default="all",
-                   help="which proof --formal runs (default all)")
+                   help="which proof --formal runs (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-progress", action="store_true")
 
@@ -77,12 +80,12 @@ def run(args) -> int:
     if args.formal:
         return _prove(args)
     from dwc.sim.verify import summary, verify
-    if args.vectors < 0:
+    if args.n_random < 0:
         raise UserError("--vectors must be >= 0")
     if args.target and not args.bitstream:
         raise UserError("--target picks the bitstream --bitstream checks; add --bitstream")
     r = verify(args.build, args.env, args.episodes, args.sim, args.seed, args.max_steps, args.netlist,
-               args.vectors, progress=not args.no_progress and not args.json, log=quiet_log(args),
+               args.n_random, progress=not args.no_progress and not args.json, log=quiet_log(args),
                bitstreams=(args.target or []) if args.bitstream else None)
     show(args, r, summary)
     return 0 if r["passed"] else 1
@@ -92,7 +95,7 @@ def _prove(args) -> int:
     """--formal: yosys SAT proofs instead of simulation."""
     from dwc.sim.formal import PROOFS, formal
     from dwc.sim.formal_report import summary as formal_summary
-    r = formal(args.build, args.formal_timeout,
+    r = formal(args.build, args.timeout,
                PROOFS if args.formal_proof == "all" else (args.formal_proof,), log=quiet_log(args))
     show(args, r, formal_summary)
     return 0 if r["proved"] else 1

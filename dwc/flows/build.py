@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from statistics import fmean
 
-from dwc.core.defaults import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ, RTL_EPISODES, SYNTH_TARGET
 from dwc.core.errors import UserError
+from dwc.core.pipeline import BUILD_DEFAULT
 from dwc.core.rundir import LOCK, hold_lock, load_config, write_json
 
 def digest(options: dict, files: list[Path] = ()) -> str:
@@ -79,9 +80,9 @@ def build(out: Path, *args, **kwargs) -> dict:
             lock.close()
 
 
-def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = "ecp5-25k",
-           pipeline: int | str = "max", episodes: int = 3, freq: float = DEFAULT_FREQ_MHZ, progress: bool = True,
-           log=print, input_register: bool = True) -> dict:
+def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = SYNTH_TARGET,
+           pipeline: int | str = BUILD_DEFAULT, episodes: int = RTL_EPISODES, freq: float = DEFAULT_FREQ_MHZ,
+           progress: bool = True, log=print, input_register: bool = True) -> dict:
     from dwc.core.config import EVAL_SEED_OFFSET
     from dwc.fpga.devices import device_for, target_names
 

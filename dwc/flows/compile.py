@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from dwc.core.defaults import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import ACT_WIDTH, COMPARATOR_BANK, DEFAULT_FREQ_MHZ, OBS_WIDTH, TABLE_BITS
 from dwc.core.errors import OptionError, UserError
-from dwc.core.pipeline import AUTO, resolve_stages
+from dwc.core.pipeline import AUTO, COMPILE_DEFAULT, resolve_stages
 from dwc.ir import Graph
 from dwc.frontends.freeze import freeze
 from dwc.ir.passes import optimize
@@ -14,7 +14,7 @@ from dwc.ir.inputs_report import heatmap_png, input_usage
 from dwc.core.rundir import replaces_outputs, write_json, write_text
 
 
-def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: list[int] | None = None,
+def freeze_run(run: Path, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH, obs_frac: list[int] | None = None,
                loaded: tuple | None = None) -> Graph:
     """Load a run's actor and freeze it; a clear error for policies that cannot be frozen yet.
     ``loaded``: the run's (actor, config, step) as :func:`dwc.flows.export.load_actor` gave them on the CPU,
@@ -30,9 +30,9 @@ def freeze_run(run: Path, obs_width: int = 16, act_width: int = 16, obs_frac: li
             raise OptionError("obs_frac", " values must be in -32..32")
     if cfg.actor.policy not in ("dwc", "gates", "qmlp"):
         raise UserError(f"{run}: a {cfg.actor.policy!r} policy has no integer circuit (dwc, gates and qmlp do)")
-    for name, w in (("--obs-width", obs_width), ("--act-width", act_width)):
+    for name, w in (("obs_width", obs_width), ("act_width", act_width)):
         if not 4 <= w <= 24:  # 24: q / 2**frac must be exact in float32 for the bit-exact check
-            raise UserError(f"{name} must be in 4..24, got {w}")
+            raise OptionError(name, f" must be in 4..24, got {w}")
     meta = {"env": cfg.env, "policy": cfg.actor.policy, "source_run": str(run), "train_steps": int(step),
             "seed": cfg.seed,
             "actor": cfg.actor.to_dict(), "target": cfg.target}
@@ -81,7 +81,7 @@ def _warn_arithmetic(hdl: dict, log) -> None:
 
 
 def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "policy",
-                 table_bits: int | None = None, compressor: int | None = None, comparators: str = "shared",
+                 table_bits: int | None = None, compressor: int | None = None, comparators: str = COMPARATOR_BANK,
                  input_register: bool = True) -> dict:
     """BUILD/dwc_core.v (Amaranth -> Verilog) and BUILD/dwc_core.json (ports, formats, latency).
     ``pipeline``: register stages, or "max" for every cut the graph has (highest Fmax); ``scope``:
@@ -94,7 +94,6 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
     from dwc.rtl.core import DWCCore, max_pipeline, to_verilog
     if comparators not in COMPARATORS:
         raise OptionError("comparators", f": choose {' or '.join(COMPARATORS)}, got {comparators!r}")
-    from dwc.rtl.linear import TABLE_BITS
     compressor = popcount_compressor(graph) if compressor is None else compressor
     try:
         pipeline = resolve_stages(pipeline, max_pipeline(graph, compressor))
@@ -117,7 +116,7 @@ def emit_verilog(graph: Graph, out: Path, pipeline: int | str, scope: str = "pol
 
 
 def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bits: int | None = None,
-                    log=print, compressor: int | None = None, comparators: str = "shared",
+                    log=print, compressor: int | None = None, comparators: str = COMPARATOR_BANK,
                     input_register: bool = True) -> tuple[int, list[dict]]:
     """Timing-aware lowering: the fewest register stages whose core, synthesised and placed and routed
     for ``target``, reaches ``freq`` MHz (measured by nextpnr, not modelled). Binary search over
@@ -159,10 +158,10 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
 
 @replaces_outputs("graph.json", "dwc_core.v", "dwc_core.json", "inputs_report.json", "inputs_heatmap.png",
                   "policy.onnx", "compile_report.json", "pipeline_search")
-def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, onnx: bool = False,
-                obs_frac: list[int] | None = None, pipeline: int | str = 0, table_bits: int | None = None,
+def compile_run(run: Path, out: Path, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH, onnx: bool = False,
+                obs_frac: list[int] | None = None, pipeline: int | str = COMPILE_DEFAULT, table_bits: int | None = None,
                 target: str | None = None, freq: float = DEFAULT_FREQ_MHZ, log=print,
-                comparators: str = "shared", input_register: bool = True) -> dict:
+                comparators: str = COMPARATOR_BANK, input_register: bool = True) -> dict:
     """``pipeline``: register stages, "max", or "auto" (the fewest that reach ``freq`` MHz on ``target``,
     measured by :func:`choose_pipeline`). ``target`` (or the one trained for) also picks the popcount
     structure (:func:`popcount_compressor`). ``comparators``, ``input_register``: see :func:`emit_verilog`."""
@@ -219,8 +218,8 @@ def compile_run(run: Path, out: Path, obs_width: int = 16, act_width: int = 16, 
 
 
 @replaces_outputs("graph.json", "dwc_core.v", "dwc_core.json", "import_report.json")
-def import_model(model: Path, out: Path, env: str | None = None, obs_width: int = 16, act_width: int = 16,
-                 pipeline: int | str = 0, check_vectors: int = 20000, table_bits: int | None = None,
+def import_model(model: Path, out: Path, env: str | None = None, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH,
+                 pipeline: int | str = COMPILE_DEFAULT, check_vectors: int = 20000, table_bits: int | None = None,
                  log=print) -> dict:
     """``dwc import``: a quantised ONNX MLP (QDQ) -> BUILD/graph.json and the Verilog, like ``compile``.
 

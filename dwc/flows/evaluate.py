@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from dwc.core.config import EVAL_SEED_OFFSET, TrainConfig
+from dwc.core.defaults import EVAL_DEVICE
 from dwc.core.errors import OptionError, UserError
 from dwc.train.checkpoint import load_actor
 from dwc.train.common import actor_act_fn, evaluate, resolve_device
@@ -26,7 +27,7 @@ def train_and_evaluate(cfg: TrainConfig, out: Path, resume: bool = False, progre
     return evaluate_run(out, cfg.eval_episodes, device=str(device), progress=progress, frozen=frozen)
 
 
-def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | None = None,
+def evaluate_run(run_dir: Path, episodes: int, device: str = EVAL_DEVICE, seed: int | None = None,
                  progress: bool = True, frozen: bool = False, write: bool = True) -> dict:
     """Deterministic episodes of the float policy; with ``frozen`` also of the frozen integer IR
     (what goes into hardware) on the same seeds, reported under ``"frozen"``."""
@@ -58,7 +59,7 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = "cpu", seed: int | 
     return result
 
 
-def evaluate_into(run_dir: Path, episodes: int, out: Path | None = None, device: str = "cpu",
+def evaluate_into(run_dir: Path, episodes: int, out: Path | None = None, device: str = EVAL_DEVICE,
                   seed: int | None = None, progress: bool = True, frozen: bool = False) -> tuple[dict, Path | None]:
     """``dwc eval``: :func:`evaluate_run`, written to ``out``, by default to the run's own eval.json, which
     belongs to its training: not while it trains (the run's lock is held meanwhile), and never to an

@@ -17,12 +17,13 @@ import math
 import numpy as np
 import torch
 
+from dwc.core.defaults import ACT_WIDTH, OBS_WIDTH
 from dwc.models.actors import DWCActor
 from dwc.models.encoding import CLIP
 from dwc.ir.graph import LUT, Comparator, FixedFormat, Graph, Linear
 
 
-def obs_formats(actor: DWCActor, width: int = 16, frac: list[int] | None = None) -> list[FixedFormat]:
+def obs_formats(actor: DWCActor, width: int = OBS_WIDTH, frac: list[int] | None = None) -> list[FixedFormat]:
     """Per dimension: ``width`` bits, fractional bits from the training statistics unless ``frac``
     overrides them (any format stays bit-exact; a coarse one only saturates more thresholds)."""
     if frac is not None:
@@ -56,7 +57,7 @@ def integer_thresholds(actor: DWCActor, formats: list[FixedFormat]) -> np.ndarra
     return lo.numpy()
 
 
-def action_format(actor: DWCActor, width: int = 16) -> FixedFormat:
+def action_format(actor: DWCActor, width: int = ACT_WIDTH) -> FixedFormat:
     reach = float(torch.maximum((actor.action_bias - actor.action_scale).abs(),
                                 (actor.action_bias + actor.action_scale).abs()).max())
     int_bits = max(0, math.floor(math.log2(reach)) + 1) if reach > 0 else 0
@@ -75,7 +76,7 @@ def action_tables(actor: DWCActor, fmt: FixedFormat) -> list[list[int]]:
     return [fmt.quantize(acts[:, a].numpy()).tolist() for a in range(head.actions)]
 
 
-def freeze(actor: DWCActor, obs_width: int = 16, act_width: int = 16, meta: dict | None = None,
+def freeze(actor: DWCActor, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH, meta: dict | None = None,
            obs_frac: list[int] | None = None) -> Graph:
     if not isinstance(actor, DWCActor):
         raise TypeError(f"freeze needs a DWC actor, got {type(actor).__name__}")
@@ -100,7 +101,7 @@ def freeze(actor: DWCActor, obs_width: int = 16, act_width: int = 16, meta: dict
 
 
 @torch.no_grad()
-def freeze_qmlp(actor, obs_width: int = 16, act_width: int = 16, meta: dict | None = None,
+def freeze_qmlp(actor, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH, meta: dict | None = None,
                 obs_frac: list[int] | None = None) -> Graph:
     """A quantised MLP actor (eval mode) -> comparators (its thermometer) -> one popcount per dim (the
     input codes) -> integer linear layers -> action tables; bit-exact by construction."""

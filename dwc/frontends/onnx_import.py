@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dwc.core.defaults import ACT_WIDTH, OBS_WIDTH
 from dwc.core.errors import OptionError, UserError
 from dwc.frontends.onnx_model import OnnxModel, Quant
 from dwc.ir.graph import Comparator, FixedFormat, Graph, Linear
@@ -393,7 +394,7 @@ def _action_tables(last: Linear, tail: list, e_last: int, act_width: int) -> tup
     return a_fmt, [a_fmt.quantize(v).tolist() for v in values]
 
 
-def import_onnx(m: OnnxModel, path: Path, obs_width: int = 16, act_width: int = 16,
+def import_onnx(m: OnnxModel, path: Path, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH,
                 env: str | None = None) -> tuple[Graph, dict]:
     """Lower the QDQ MLP ``m`` (read from ``path``) to an IR graph; returns (graph, what was read)."""
     obs_dim = _observation_dim(m)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dwc.core.defaults import BAUD
 from dwc.core.errors import OptionError, UserError
 
 FAULTS_IN = ("garbage", "drop", "corrupt", "disconnect")  # on the N-th observation frame received
@@ -30,7 +31,7 @@ def parse_board_faults(spec: list[str]) -> tuple[dict, dict]:
     return inward, {n: k.removesuffix("-reply") for n, k in outward.items()}
 
 
-def board_sim(build: Path, listen: str, baud: int = 115200, clock_mhz: float | None = None, inject: list[str] = (),
+def board_sim(build: Path, listen: str, baud: int = BAUD, clock_mhz: float | None = None, inject: list[str] = (),
               log=print) -> dict:
     """Serve BUILD's board top on ``listen`` until interrupted; returns the board's counters. The UART
     runs at ``clock_mhz / baud`` clock cycles per bit, by default ``SIM_DIVISOR`` (as ``dwc hil --sim``,

@@ -9,6 +9,7 @@ import re
 import time
 from pathlib import Path
 
+from dwc.core.defaults import BAUD, HIL_TIMEOUT_S, RECONNECT_S
 from dwc.core.errors import OptionError, UserError
 from dwc.core.rundir import write_json
 
@@ -115,8 +116,8 @@ class _Link:
             wait = min(2 * wait, 1.0)
 
 
-def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps, timeout_s: float = 0.5,
-               reconnect_s: float = 10.0) -> dict:
+def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps, timeout_s: float = HIL_TIMEOUT_S,
+               reconnect_s: float = RECONNECT_S) -> dict:
     """The host loop on a serial port (pyserial, any URL it opens): frame, send, wait up to
     ``timeout_s`` for the response, resend on a timeout or a bad frame; reopen the port when the
     connection is lost."""
@@ -189,8 +190,8 @@ def control_period(env_id: str) -> float | None:
 
 
 def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None, max_steps: int | None = None,
-        sim: bool = True, port: str | None = None, baud: int = 115200, inject: list[str] = (), log=print,
-        timeout_s: float = 0.5, reconnect_s: float = 10.0) -> dict:
+        sim: bool = True, port: str | None = None, baud: int = BAUD, inject: list[str] = (), log=print,
+        timeout_s: float = HIL_TIMEOUT_S, reconnect_s: float = RECONNECT_S) -> dict:
     from dwc.rtl.link import frame_lengths
     from dwc.ir.closed_loop import action_mismatches, reference_episodes
     from dwc.ir.compiled import load_build
