@@ -3,14 +3,26 @@ same run: each option's name, default and help are said once, here."""
 from __future__ import annotations
 
 from dwc.cli.options import count
+from dwc.core.config import OPTIONS, TrainConfig, option_value
 
+
+def shown(value) -> str:
+    """A default as the help writes it: 3e-4 rather than 0.0003."""
+    if isinstance(value, float) and value and abs(value) <= 1e-2:
+        mantissa, exponent = f"{value:e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+    return str(value)
+
+
+# Each option's default as --help states it: TrainConfig's, so it is said once (dwc.core.config).
+DEFAULT = {name: shown(option_value(TrainConfig(), name)) for name in OPTIONS}
 
 TRAIN_TARGET_HELP = ("FPGA family the circuit is for: ecp5 | ice40 (4-input LUTs) | xc7 (6-input LUTs); sets "
                      "--lut-inputs to the fabric's LUT so one trained LUT is one LUT cell (a synth target name such "
                      "as ecp5-25k also works)")
 
 
-EPISODES_HELP = "deterministic episodes evaluated at the end of training (default 10)"
+EPISODES_HELP = f"deterministic episodes evaluated at the end of training (default {DEFAULT['eval_episodes']})"
 
 
 def add_train_options(p, target_flag: str = "--target", episodes: bool = True):
@@ -24,17 +36,18 @@ def add_train_options(p, target_flag: str = "--target", episodes: bool = True):
 
 def _add_run_options(p, episodes: bool):
     """The task, the algorithm and how the run is carried out."""
-    p.add_argument("--env", help="Gymnasium env id with Box spaces (default InvertedPendulum-v5)")
+    p.add_argument("--env", help=f"Gymnasium env id with Box spaces (default {DEFAULT['env']})")
     p.add_argument("--policy", choices=["dwc", "gates", "qmlp", "mlp"],
                    help="actor type: dwc (LUT layers), gates (logic-gate network: 2-input gates choosing among "
                         "the 16 Boolean functions, random wiring; --layers/--width/--thermo-bits apply), qmlp "
                         "(quantised MLP, power-of-two scales; --layers hidden layers of --hidden, --weight-bits, "
-                        "--act-bits, --out-bits, --thermo-bits input thresholds), mlp (float baseline) (default dwc)")
+                        "--act-bits, --out-bits, --thermo-bits input thresholds), mlp (float baseline) "
+                        f"(default {DEFAULT['policy']})")
     p.add_argument("--algo", choices=["sac", "ppo", "distill"],
                    help="algorithm: sac, ppo, or distill (learn a float MLP teacher's actions: --teacher's, "
-                        "or one this run trains first; see below) (default sac)")
-    p.add_argument("--steps", type=int, help="total env steps (default 100000)")
-    p.add_argument("--seed", type=int, help="seed; same seed + CPU = same run (default 1)")
+                        f"or one this run trains first; see below) (default {DEFAULT['algo']})")
+    p.add_argument("--steps", type=int, help=f"total env steps (default {DEFAULT['steps']})")
+    p.add_argument("--seed", type=int, help=f"seed; same seed + CPU = same run (default {DEFAULT['seed']})")
     p.add_argument("--device", help="auto | cpu | cuda (default auto: CUDA when present)")
     p.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_const", const=False,
                    help="SAC on CUDA: run each update op by op instead of replaying it as a CUDA graph "
@@ -44,35 +57,41 @@ def _add_run_options(p, episodes: bool):
                         "wiring-score gradients; all else float32, and a DWC circuit is exact either way). auto = "
                         "float32. bfloat16 is faster on CPUs with AMX or AVX512-BF16 (Xeon 4th gen+, AMD Zen 4+; "
                         "Hopper DWC training 1.37x): over 5 paired Hopper seeds it showed no return cost for a DWC "
-                        "but cost the MLP return, see docs/training.md (default auto)")
-    p.add_argument("--num-envs", type=int, help="parallel envs stepped together (default 1)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default 1: fastest on 2 cores)")
-    p.add_argument("--checkpoint-every", type=int, help="env steps between checkpoints (default 10000)")
+                        f"but cost the MLP return, see docs/training.md (default {DEFAULT['precision']})")
+    p.add_argument("--num-envs", type=int, help=f"parallel envs stepped together (default {DEFAULT['num_envs']})")
+    p.add_argument("--threads", type=int,
+                   help=f"torch CPU threads (default {DEFAULT['threads']}: fastest on 2 cores)")
+    p.add_argument("--checkpoint-every", type=int,
+                   help=f"env steps between checkpoints (default {DEFAULT['checkpoint_every']})")
     if episodes:  # --episodes, as in dwc eval, verify, hil and build; --eval-episodes is its older name
         p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=count, help=EPISODES_HELP)
 
 
 def _add_circuit_options(p, target_flag: str):
     """The policy's model and the codesign budgets (the groups in this order: --help shows them so)."""
-    m = p.add_argument_group("DWC model (defaults: the published 2 x 1024 LUT6, B = 63)")
-    m.add_argument("--layers", type=int, help="LUT layers (default 2)")
+    m = p.add_argument_group(f"DWC model (defaults: the published {DEFAULT['layers']} x {DEFAULT['width']} "
+                             f"LUT{DEFAULT['lut_inputs']}, B = {DEFAULT['thermo_bits']})")
+    m.add_argument("--layers", type=int, help=f"LUT layers (default {DEFAULT['layers']})")
     m.add_argument("--width", type=int, help="LUTs per layer; the last is rounded down to a multiple of "
-                                             "the action dim (default 1024)")
+                                             f"the action dim (default {DEFAULT['width']})")
     m.add_argument("--last-width", type=int, help="LUTs in the last layer, if not --width: the action tables and "
                                                   "popcounts grow with it, so a wide first layer and a narrow "
                                                   "last one keep capacity where it is cheap (default: --width)")
-    m.add_argument("--lut-inputs", type=int, help="inputs per LUT, 2..6 (default 6)")
-    m.add_argument("--thermo-bits", type=int, help="thermometer thresholds per obs dim, odd (default 63)")
-    m.add_argument("--wiring", choices=["learnable", "random"], help="LUT input wiring (default learnable)")
+    m.add_argument("--lut-inputs", type=int, help=f"inputs per LUT, 2..6 (default {DEFAULT['lut_inputs']})")
+    m.add_argument("--thermo-bits", type=int,
+                   help=f"thermometer thresholds per obs dim, odd (default {DEFAULT['thermo_bits']})")
+    m.add_argument("--wiring", choices=["learnable", "random"],
+                   help=f"LUT input wiring (default {DEFAULT['wiring']})")
     m.add_argument("--wiring-optim", choices=["dense", "sparse"],
                    help="SAC update of a learnable wiring's candidate scores: dense (every candidate gets its "
                         "gradient and an Adam step, as published) or sparse (only the few candidates within the "
                         "softmax margin of each input's best one: much cheaper on a CPU; the others keep their "
-                        "scores until they come near again, so it trains a different wiring) (default dense)")
+                        "scores until they come near again, so it trains a different wiring) "
+                        f"(default {DEFAULT['wiring_optim']})")
     m.add_argument("--wiring-refresh", type=int, metavar="K",
                    help="with --wiring-optim sparse: every K-th wiring update is the dense one, so candidates "
                         "far from an input's best one still climb (at 1/K of the dense pace), at about 1/K of "
-                        "the dense step's extra cost (default 0: never)")
+                        f"the dense step's extra cost (default {DEFAULT['wiring_refresh']}: never)")
     c = p.add_argument_group("codesign: train for a target FPGA and within its budgets (dwc policies)")
     c.add_argument(target_flag, dest="target", help=TRAIN_TARGET_HELP)
     c.add_argument("--max-luts", type=int, help="at most this many LUTs in the LUT layers; sizes --width when it "
@@ -82,36 +101,46 @@ def _add_circuit_options(p, target_flag: str):
                         "comparators in hardware. Learnable wiring: the allowed thresholds shrink from all of "
                         "them at 20%% of training to the budget at 60%%, keeping the most-read ones, so LUT inputs "
                         "reuse shared thresholds; random wiring draws from an even spread of that many")
-    m.add_argument("--hidden", type=int, help="MLP / quantised MLP hidden width (default 256)")
-    m.add_argument("--weight-bits", type=int, help="qmlp: signed weight bits, 2..8 (default 4)")
-    m.add_argument("--act-bits", type=int, help="qmlp: unsigned activation bits, 1..8 (default 4)")
-    m.add_argument("--out-bits", type=int, help="qmlp: signed output-code bits before tanh, 2..10 (default 8)")
+    m.add_argument("--hidden", type=int, help=f"MLP / quantised MLP hidden width (default {DEFAULT['hidden']})")
+    m.add_argument("--weight-bits", type=int,
+                   help=f"qmlp: signed weight bits, 2..8 (default {DEFAULT['weight_bits']})")
+    m.add_argument("--act-bits", type=int,
+                   help=f"qmlp: unsigned activation bits, 1..8 (default {DEFAULT['act_bits']})")
+    m.add_argument("--out-bits", type=int,
+                   help=f"qmlp: signed output-code bits before tanh, 2..10 (default {DEFAULT['out_bits']})")
     m.add_argument("--fan-in", type=int, help="qmlp: inputs per neuron, a fixed random sparse wiring as in "
                                               "LogicNets (small fan-in x bits lets dwc compile turn neurons into "
-                                              "lookup tables); 0 = dense (default 0)")
+                                              f"lookup tables); 0 = dense (default {DEFAULT['fan_in']})")
 
 
 def _add_learner_options(p):
     """The hyper-parameters of SAC, PPO and distillation."""
     s = p.add_argument_group("SAC (defaults: the SAC authors' hyper-parameters as Stable-Baselines3 ships them, "
-                             "5k random steps; the paper's CleanRL-style protocol as dwc ran it before is --q-lr 1e-3 "
-                             "--alpha-lr 1e-3 --adam-eps 1e-5 --policy-frequency 2 --alpha 0.2 --critic-input "
-                             "normalized, as configs/paper.yaml pins it; results/referee says why the defaults changed)")
-    s.add_argument("--learning-starts", type=int, help="random-action steps before updates (default 5000)")
-    s.add_argument("--batch-size", type=int, help="minibatch, also of --algo distill (default 256)")
-    s.add_argument("--buffer-size", type=int, help="replay capacity (default 1000000)")
-    s.add_argument("--actor-lr", type=float, help="actor learning rate (default 3e-4)")
-    s.add_argument("--q-lr", type=float, help="critics' learning rate (default 3e-4)")
-    s.add_argument("--alpha-lr", type=float, help="entropy coefficient's learning rate (default 3e-4)")
-    s.add_argument("--adam-eps", type=float, help="the actor's Adam epsilon (default 1e-8)")
+                             f"{DEFAULT['learning_starts']} random steps; the paper's CleanRL-style protocol as dwc "
+                             "ran it before is --q-lr 1e-3 --alpha-lr 1e-3 --adam-eps 1e-5 --policy-frequency 2 "
+                             "--alpha 0.2 --critic-input normalized, as configs/paper.yaml pins it; results/referee "
+                             "says why the defaults changed)")
+    s.add_argument("--learning-starts", type=int,
+                   help=f"random-action steps before updates (default {DEFAULT['learning_starts']})")
+    s.add_argument("--batch-size", type=int,
+                   help=f"minibatch, also of --algo distill (default {DEFAULT['batch_size']})")
+    s.add_argument("--buffer-size", type=int, help=f"replay capacity (default {DEFAULT['buffer_size']})")
+    s.add_argument("--actor-lr", type=float, help=f"actor learning rate (default {DEFAULT['actor_lr']})")
+    s.add_argument("--q-lr", type=float, help=f"critics' learning rate (default {DEFAULT['q_lr']})")
+    s.add_argument("--alpha-lr", type=float,
+                   help=f"entropy coefficient's learning rate (default {DEFAULT['alpha_lr']})")
+    s.add_argument("--adam-eps", type=float, help=f"the actor's Adam epsilon (default {DEFAULT['adam_eps']})")
     s.add_argument("--policy-frequency", type=int, metavar="K",
-                   help="actor and entropy steps every K critic steps, K at a time (default 1)")
-    s.add_argument("--alpha", type=float, help="initial entropy coefficient, tuned toward entropy -|A| (default 1.0)")
+                   help="actor and entropy steps every K critic steps, K at a time "
+                        f"(default {DEFAULT['policy_frequency']})")
+    s.add_argument("--alpha", type=float,
+                   help=f"initial entropy coefficient, tuned toward entropy -|A| (default {DEFAULT['alpha']})")
     s.add_argument("--critic-input", choices=("raw", "normalized"),
                    help="what the critics read: the raw observation, or the actor's normalised one, as dwc did "
-                        "before (default raw)")
+                        f"before (default {DEFAULT['critic_input']})")
     g = p.add_argument_group("PPO")
-    g.add_argument("--rollout-steps", type=int, help="steps per env per iteration (default 2048)")
+    g.add_argument("--rollout-steps", type=int,
+                   help=f"steps per env per iteration (default {DEFAULT['rollout_steps']})")
     d = p.add_argument_group("distillation (--algo distill): the student (this run's actor options) learns a trained "
                              "policy's deterministic actions on the states it visits itself (DAgger); --steps counts "
                              "the student's env steps, eval.json records the teacher's own")
@@ -122,9 +151,10 @@ def _add_learner_options(p):
                                      "teacher into OUT/teacher: a float MLP (--hidden) by SAC (the SAC options "
                                      "above) for --teacher-steps, resumed with the run")
     d.add_argument("--teacher-steps", type=int, help="SAC env steps of the teacher a run without --teacher trains "
-                                                     "(default 300000)")
+                                                     f"(default {DEFAULT['teacher_steps']})")
     d.add_argument("--dagger-steps", type=int, help="env steps per iteration; the first iteration is rolled out "
-                                                    "by the teacher, the rest by the student (default 1000)")
+                                                    "by the teacher, the rest by the student "
+                                                    f"(default {DEFAULT['dagger_steps']})")
     d.add_argument("--updates-per-step", type=float, help="minibatch (--batch-size) gradient steps per collected "
-                                                          "env step (default 2.0)")
-    d.add_argument("--distill-lr", type=float, help="the student's learning rate (default 1e-2)")
+                                                          f"env step (default {DEFAULT['updates_per_step']})")
+    d.add_argument("--distill-lr", type=float, help=f"the student's learning rate (default {DEFAULT['distill_lr']})")
