@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dwc.core.defaults import FORMAL_TIMEOUT_S
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.ir import Graph
 from dwc.backends.reference_verilog import reference_verilog
 from dwc.core.rundir import write_json, write_text
@@ -413,7 +413,7 @@ def formal(build: Path, timeout: float = FORMAL_TIMEOUT_S, proofs: tuple[str, ..
         raise UserError(f"{build}: --formal proves policy cores (observation in, action out); this one is "
                         f"scope {ports.get('scope')!r}")
     if timeout <= 0:
-        raise UserError("--formal-timeout must be > 0 seconds")
+        raise OptionError("timeout", f" must be > 0 seconds, got {timeout:g}")
     t0 = time.perf_counter()
     report = {"build": str(build), "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
               "machine": f"{platform.machine()}, {platform.system()} {platform.release()}",

@@ -20,7 +20,7 @@ import numpy as np
 
 from dwc.ir.compiled import load_build
 from dwc.core.defaults import RTL_EPISODES, SIMULATOR, VECTORS
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.ir import Graph
 from dwc.ir import reference as ref
 from dwc.core.rundir import write_json
@@ -71,7 +71,7 @@ def verify(build: Path, env_id: str | None = None, episodes: int = RTL_EPISODES,
     t_start = time.perf_counter()
     graph, ports, verilog = load_build(build)
     build = Path(build)
-    env_id, bitstreams = _check_request(build, graph, env_id, episodes, max_steps, sim, bitstreams)
+    env_id, bitstreams = _check_request(build, graph, env_id, episodes, max_steps, sim, n_random, bitstreams)
     seed = evaluation_seed(graph) if seed is None else seed
     seeds = [seed + i for i in range(episodes)]
     try:
@@ -117,16 +117,22 @@ def verify(build: Path, env_id: str | None = None, episodes: int = RTL_EPISODES,
 
 
 def _check_request(build: Path, graph: Graph, env_id: str | None, episodes: int, max_steps: int | None, sim: str,
-                   bitstreams: list[str] | None) -> tuple[str, list[str] | None]:
+                   n_random: int, bitstreams: list[str] | None) -> tuple[str, list[str] | None]:
     """The environment and the bitstream targets to check, after the checks that need nothing long to
     run: a usage error stops here."""
     from dwc.sim.bitstream import BitstreamError, bitstream_targets, synth_report
-    from dwc.sim.runner import SimulatorMissing, check_simulator
+    from dwc.sim.runner import SIMULATORS, SimulatorMissing, check_simulator
     env_id = env_id or graph.meta.get("env")
     if not env_id:
-        raise UserError("the graph names no environment; pass --env")
-    if episodes < 0 or (max_steps is not None and max_steps < 1):
-        raise UserError("--episodes must be >= 0 and --max-steps >= 1")
+        raise OptionError("env_id", ": the graph names no environment; give one")
+    if episodes < 0:
+        raise OptionError("episodes", f" must be >= 0, got {episodes}")
+    if max_steps is not None and max_steps < 1:
+        raise OptionError("max_steps", f" must be >= 1, got {max_steps}")
+    if n_random < 0:
+        raise OptionError("n_random", f" must be >= 0, got {n_random}")
+    if sim not in SIMULATORS:
+        raise OptionError("sim", f" {sim!r}: choose from {', '.join(SIMULATORS)}")
     try:
         check_simulator(sim)
     except (SimulatorMissing, ValueError) as e:

@@ -245,3 +245,23 @@ def test_a_bad_option_is_named_by_python_and_by_the_command_line(tmp_path, capsy
     build = _parser_and_commands()[1]["build"]
     assert _flagged(build, OptionError("eval_episodes", " 0: too few")) == "--episodes 0: too few"
     assert _flagged(build, OptionError("obs_width", " 3: too narrow")) == "--obs-width 3: too narrow"
+    # a build's target, and formal's timeout, which dwc verify calls --formal-timeout (its destination)
+    from dwc.flows.build import build as build_flow
+    from dwc.sim.formal import formal
+    policy = str(ROOT / "policies" / "inverted-pendulum-v5-gates")
+    with pytest.raises(OptionError) as e:
+        build_flow(tmp_path / "b", None, policy, None, "vu9p")
+    assert e.value.option == "target" and str(e.value).startswith("target 'vu9p': choose from ")
+    assert main(["build", "--from", policy, "--target", "vu9p", "--out", str(tmp_path / "b")]) == 2
+    assert "dwc build: error: --target 'vu9p': choose from " in capsys.readouterr().err
+    from dwc.flows.compile import emit_verilog
+    from helpers import random_graph
+    core, graph = tmp_path / "c", random_graph(1)
+    core.mkdir()
+    graph.save(core / "graph.json")
+    emit_verilog(graph, core, 0)
+    with pytest.raises(OptionError) as e:
+        formal(core, timeout=0)
+    assert str(e.value) == "timeout must be > 0 seconds, got 0"
+    assert main(["verify", "--formal", str(core), "--formal-timeout", "0"]) == 2
+    assert "dwc verify: error: --formal-timeout must be > 0 seconds, got 0" in capsys.readouterr().err

@@ -47,7 +47,8 @@ def add(sub):
                                    "returns, the declared latency.",
                        epilog=VERIFY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build", type=Path, help="build directory written by dwc compile")
-    p.add_argument("--env", help="Gymnasium env id (default: the env the policy was trained on)")
+    p.add_argument("--env", dest="env_id", metavar="ENV", help="Gymnasium env id (default: the env the policy was "
+                                                                "trained on)")
     p.add_argument("--episodes", type=count, default=RTL_EPISODES,
                    help=f"closed-loop episodes (default {RTL_EPISODES})")
     p.add_argument("--seed", type=int, help="seed of the first episode and of the random vectors (default: the "
@@ -80,11 +81,9 @@ def run(args) -> int:
     if args.formal:
         return _prove(args)
     from dwc.sim.verify import summary, verify
-    if args.n_random < 0:
-        raise UserError("--vectors must be >= 0")
     if args.target and not args.bitstream:
         raise UserError("--target picks the bitstream --bitstream checks; add --bitstream")
-    r = verify(args.build, args.env, args.episodes, args.sim, args.seed, args.max_steps, args.netlist,
+    r = verify(args.build, args.env_id, args.episodes, args.sim, args.seed, args.max_steps, args.netlist,
                args.n_random, progress=not args.no_progress and not args.json, log=quiet_log(args),
                bitstreams=(args.target or []) if args.bitstream else None)
     show(args, r, summary)

@@ -19,7 +19,7 @@ from pathlib import Path
 from statistics import fmean
 
 from dwc.core.defaults import DEFAULT_FREQ_MHZ, RTL_EPISODES, SYNTH_TARGET
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.core.pipeline import BUILD_DEFAULT
 from dwc.core.rundir import LOCK, hold_lock, load_config, write_json
 
@@ -87,9 +87,9 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
     from dwc.fpga.devices import device_for, target_names
 
     if target != "none" and target not in target_names():
-        raise UserError(f"--target {target!r}: choose from {', '.join(target_names())} or none")
+        raise OptionError("target", f" {target!r}: choose from {', '.join(target_names())} or none")
     if pipeline == "auto" and (target == "none" or not device_for(target).nextpnr):
-        raise UserError("--pipeline auto measures Fmax by place and route: give an ECP5 or iCE40 --target")
+        raise OptionError("pipeline", " auto measures Fmax by place and route: give an ECP5 or iCE40 target")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stages = _Stages(Manifest(out), log)
@@ -97,7 +97,7 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
     cfg = load_config(run)
     env = env or cfg.env
     if env != cfg.env:
-        raise UserError(f"--env {env}: the policy in {run} was trained on {cfg.env}")
+        raise OptionError("env", f" {env}: the policy in {run} was trained on {cfg.env}")
     seed = cfg.seed + EVAL_SEED_OFFSET  # the evaluation seeds: frozen and RTL episodes are the same episodes
     circuit = out / "circuit"
     comp = _compile(stages, run, circuit, pipeline, target, freq, episodes, seed, progress, log, input_register)
@@ -143,7 +143,7 @@ def _train(stage: _Stages, out: Path, from_run: Path | None, train_cfg, progress
     if from_run is not None:
         run = Path(from_run)
         if not (run / "config.json").exists():
-            raise UserError(f"--from {run}: not a run or policy folder (no config.json)")
+            raise OptionError("from_run", f" {run}: not a run or policy folder (no config.json)")
         log(f"[train] from {run}, skipped")
         return run
     run = out / "run"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dwc.core.config import TrainConfig, config_from_options
 from dwc.core.defaults import DEFAULT_FREQ_MHZ
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 from dwc.core.rundir import last_logged_step, tail_records
 from dwc.core.seeds import seed_dir
 
@@ -279,7 +279,7 @@ def _task_list(path: Path, v, what: str) -> list[str]:
 def _scale_down(path: Path, raw: dict, tasks: list[str]) -> tuple[dict, list[str]]:
     """The scale_down section, checked, and the tasks it keeps; its seeds and steps replace ``raw``'s."""
     if raw.get("scale_down") is None:
-        raise UserError(f"{path} has no scale_down section: --scale-down needs one (see dwc sweep --help)")
+        raise OptionError("scale_down", f": {path} has no scale_down section to apply (see dwc sweep --help)")
     down = _mapping(path, raw["scale_down"], "scale_down")
     if unknown := set(down) - SCALE_DOWN_KEYS:
         raise UserError(f"{path}: scale_down: unknown key(s) {', '.join(sorted(unknown))}; "
