@@ -62,9 +62,9 @@ def add(sub):
     p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
                    help=f"clock requested from nextpnr in MHz (default {DEFAULT_FREQ_MHZ:g})")
     p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=count,
-                   help=f"evaluation episodes: the trained run's own at the end of training (as dwc train; default "
-                        f"{TrainConfig.eval_episodes}) and the summary's float, frozen and RTL returns (default "
-                        f"{RTL_EPISODES}, as the RTL episodes are slow)")
+                   help=f"evaluation episodes: the trained run's own at the end of training (default "
+                        f"{TrainConfig.eval_episodes}, as dwc train) and the summary's float, frozen and RTL returns "
+                        f"(default {RTL_EPISODES}, as the RTL episodes are slow)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_train_options(p, target_flag="--train-target", episodes=False)  # training: as dwc train (none with --from)
