@@ -45,8 +45,9 @@ from pathlib import Path
 from dwc.core.defaults import FORMAL_TIMEOUT_S
 from dwc.core.errors import OptionError, UserError
 from dwc.ir import Graph
-from dwc.backends.reference_verilog import reference_verilog
+from dwc.backends.reference_verilog import node_name, reference_verilog, sum_sizes
 from dwc.core.rundir import write_json, write_text
+from dwc.sim.formal_progress import SolverProgress
 from dwc.sim.formal_report import (ASSUMPTIONS_NETLIST, ASSUMPTIONS_REFERENCE, CLAIM_NETLIST, METHOD_NETLIST,
                                    METHOD_REFERENCE, STAMP, claim_reference, describe_reference_cex, sat_results)
 
@@ -62,10 +63,16 @@ class Point:
     spec: tuple[tuple[str, int], ...]  # the reference's nets (name, width), least significant first
     delay: int  # clock edges from the observation at the core's input to its value on this net
     most: int | None = None  # the largest value the net can take (popcounts), proved with it
+    bits: int | None = None  # the core's width where it differs from the reference's (partial sums)
+
+    @property
+    def spec_width(self) -> int:
+        return sum(w for _, w in self.spec)
 
     @property
     def width(self) -> int:
-        return sum(w for _, w in self.spec)
+        """The core net's width; the reference's nets, zero-extended, are compared with it."""
+        return self.bits or self.spec_width
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,16 @@ def stages(g: Graph, ports: dict, nets: dict[str, int]) -> list[Stage]:
     for l, layer in enumerate(g.layers):
         groups.append((f"layer{l}", [Point(f"layer{l}.out", tuple((f"l{l}_{j}", 1) for j in range(len(layer))), d)]))
         d += f"layer{l}" in cuts
-    d += sum(c.startswith("adder level") for c in cuts)
+    # the adder trees, level by level at their registers (each lemma a few small adders), after the
+    # first-level counters where those are not registered themselves
+    tree = [int(c.rsplit(" ", 1)[1]) for c in cuts if c.startswith("adder level")]
+    chunk = ports.get("popcount_compressor")
+    if chunk:
+        if 1 not in tree:
+            groups.append(("counters", _tree_points(g, chunk, nets, 1, d, "pop{a}.cnt{i}")))
+        for k, c in enumerate(tree):
+            groups.append((f"adder level {c}", _tree_points(g, chunk, nets, c, d + k + 1, f"pop{{a}}.l{c}_{{i}}")))
+    d += len(tree)
     groups.append(("popcounts", [Point(f"pop{a}.count", ((f"p{a}", _bits(len(grp))),), d, len(grp))
                                  for a, grp in enumerate(g.groups)]))
     d += "popcounts" in cuts
@@ -110,7 +126,7 @@ def stages(g: Graph, ports: dict, nets: dict[str, int]) -> list[Stage]:
     whole = [Stage(MONOLITHIC, (), (), latency, whole=True)]
     if d + 1 != latency:
         return whole
-    groups = [(n, pts) for n, pts in groups if all(nets.get(p.net) == p.width for p in pts)]
+    groups = [(n, pts) for n, pts in groups if pts and all(nets.get(p.net) == p.width for p in pts)]
     if not groups or groups[-1][0] != "action tables":
         return whole
     out, prev, at = [], (), 0
@@ -118,6 +134,22 @@ def stages(g: Graph, ports: dict, nets: dict[str, int]) -> list[Stage]:
         out.append(Stage(name, tuple(pts), prev, pts[0].delay - at))
         prev, at = tuple(pts), pts[0].delay
     return out + [Stage("contract", (), prev, latency - at)]
+
+
+def _tree_points(g: Graph, chunk: int, nets: dict[str, int], level: int, delay: int, net: str) -> list[Point]:
+    """The partial sums at ``level`` of every popcount's tree (:func:`sum_levels`; a finished tree's
+    total at the levels past its own), as the core's nets ``net`` (``{a}``: the popcount, ``{i}``: the
+    partial sum) and the reference's named partial sums; each at most its count of bits. The core's
+    width is its own (adders one bit wider than their operands), at least the reference's."""
+    out = []
+    for a, grp in enumerate(g.groups):
+        sizes = sum_sizes(len(grp), chunk)
+        at = min(level, len(sizes))
+        for i, n in enumerate(sizes[at - 1] if sizes else []):
+            name, w = net.format(a=a, i=i), _bits(n)
+            bits = nets.get(name, 0)
+            out.append(Point(name, ((node_name(a, at, i), w),), delay, n, bits if bits > w else None))
+    return out
 
 
 def _delay_line(o: list[str], name: str, width: int, depth: int) -> None:
@@ -171,7 +203,7 @@ def checker_verilog(g: Graph, ports: dict, stage: Stage) -> str:
                 rconns.append(f".\\{name}.i (x{i}_{depth}[{lsb + w - 1}:{lsb}])")
                 lsb += w
         for j, p in enumerate(stage.asserted):
-            o.append(f"  wire [{p.width - 1}:0] q{j};  // the reference's {p.net}")
+            o.append(f"  wire [{p.spec_width - 1}:0] q{j};  // the reference's {p.net}")
             lsb = 0
             for name, w in p.spec:
                 rconns.append(f".{name}(q{j}[{lsb + w - 1}:{lsb}])")
@@ -213,14 +245,20 @@ _PREP = ["proc", "flatten", "memory", "opt_clean", "async2sync", "dffunmap",
          "techmap t:$shiftx", "opt_expr", "opt_clean"]
 
 
-def _sat(top: str, max_steps: int, show: tuple[str, ...] = ()) -> str:
+def _sat(top: str, max_steps: int, show: tuple[str, ...] = (), length: int = 1) -> str:
+    """``length``: the induction length to try first (a lemma across k registers needs k; the shorter
+    ones only fail). The base case is still proved from power-up at every step up to it."""
     # no -timeout: the WebAssembly yosys has no timer signals; the process is killed at the time limit
     return (f"sat -tempinduct -prove-asserts -set-assumes -maxsteps {max_steps} -show-inputs "
+            + (f"-initsteps {length - 1} " if length > 1 else "")
             + "".join(f"-show {s} " for s in show) + top)
 
 
-def _yosys(script: str, cwd: Path, name: str, timeout: float) -> tuple[str, bool, float]:
-    """Run a yosys script in ``cwd`` (YoWASP sees only its working directory); (log text, timed out, seconds)."""
+def _yosys(script: str, cwd: Path, name: str, timeout: float, progress=None) -> tuple[str, bool, float]:
+    """Run a yosys script in ``cwd`` (YoWASP sees only its working directory); (log text, timed out, seconds).
+    ``progress``: a :class:`SolverProgress` fed the log's lines as yosys writes them."""
+    import threading
+
     from dwc.core.tools import ToolMissing, find_tool
     write_text(cwd / f"{name}.ys", script)
     try:
@@ -229,20 +267,48 @@ def _yosys(script: str, cwd: Path, name: str, timeout: float) -> tuple[str, bool
         raise UserError(str(e)) from None
     t0 = time.perf_counter()
     timed_out = False
+    (cwd / f"{name}.log").unlink(missing_ok=True)
     with open(cwd / f"{name}.stdout", "w") as out:
         proc = subprocess.Popen([tool, "-q", "-t", "-l", f"{name}.log", "-s", f"{name}.ys"], cwd=cwd,
                                 stdout=out, stderr=subprocess.STDOUT)
+        reader = threading.Thread(target=_follow, args=(cwd / f"{name}.log", proc, progress), daemon=True)
+        if progress is not None:
+            reader.start()
         try:
             proc.wait(timeout=max(1.0, timeout))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
             timed_out = True
+    if progress is not None:
+        reader.join(timeout=10)
+        progress.close("out of time" if timed_out else None)
     log = (cwd / f"{name}.log").read_text(errors="replace") if (cwd / f"{name}.log").exists() else ""
     if proc.returncode not in (0, None) and not timed_out and "ERROR" in log:
         err = [line for line in log.splitlines() if "ERROR" in line]
         raise UserError(f"yosys failed in {cwd / (name + '.log')}: {err[-1].strip()}")
     return log, timed_out, time.perf_counter() - t0
+
+
+def _follow(path: Path, proc: subprocess.Popen, progress) -> None:
+    """Feed ``progress`` the lines of yosys's log file as they are written (yosys flushes it line by
+    line; its piped stdout would come in blocks) until the process has ended and the file is read."""
+    while not path.exists() and proc.poll() is None:
+        time.sleep(0.2)
+    if not path.exists():
+        return
+    with open(path, errors="replace") as f:
+        part = ""
+        while True:
+            done = proc.poll() is not None  # then what the file holds now is all of it
+            chunk = f.read()
+            *lines, part = (part + chunk).split("\n")
+            for line in lines:
+                progress.line(line)
+            if done:
+                return
+            if not chunk:
+                time.sleep(0.5)
 
 
 def _core_nets(il: str) -> dict[str, int]:
@@ -286,7 +352,7 @@ def prove_reference(build: Path, g: Graph, ports: dict, timeout: float, log=prin
         return {**result, "status": "timeout", "seconds": round(time.perf_counter() - t0, 1)}
     plan = stages(g, ports, _core_nets((work / "core.il").read_text()))
     log(f"[reference] {len(plan)} lemma(s): {', '.join(s.name for s in plan)} ...")
-    status, results = _run_stages(plan, g, ports, work, "lemmas", timeout - (time.perf_counter() - t0))
+    status, results = _run_stages(plan, g, ports, work, "lemmas", timeout - (time.perf_counter() - t0), log)
     result["lemmas"] = results
     if status in ("counterexample", "unproved") and not plan[0].whole:
         # a lemma failed (a real difference, or one on values the core never sees): the contract in
@@ -294,7 +360,7 @@ def prove_reference(build: Path, g: Graph, ports: dict, timeout: float, log=prin
         failed = next(r for r in results if r["status"] in ("counterexample", "unproved"))
         log(f"[reference] lemma '{failed['lemma']}': {failed['status']}; checking the contract in one piece ...")
         status, whole = _run_stages([Stage(MONOLITHIC, (), (), L, whole=True)], g, ports, work, "whole",
-                                    timeout - (time.perf_counter() - t0))
+                                    timeout - (time.perf_counter() - t0), log)
         result["lemmas"] += whole
     result["status"] = status
     cex = next((r.pop("trace") for r in result["lemmas"] if r.get("trace") and r["lemma"] == MONOLITHIC), None)
@@ -306,15 +372,18 @@ def prove_reference(build: Path, g: Graph, ports: dict, timeout: float, log=prin
     return result
 
 
-def _run_stages(plan: list[Stage], g: Graph, ports: dict, work: Path, name: str, timeout: float) -> tuple[str, list]:
+def _run_stages(plan: list[Stage], g: Graph, ports: dict, work: Path, name: str, timeout: float,
+                log=print) -> tuple[str, list]:
     """All lemmas of ``plan`` in one yosys run: (overall status, per-lemma results)."""
-    script = []
+    script, most = [], ports["latency_cycles"] + 2
     for k, st in enumerate(plan):
         check = f"check{'_whole' if st.whole else k}.v"
         write_text(work / check, checker_verilog(g, ports, st))
         script += [f"log DWC-STAGE {k}", *_stage_script(check, st),
-                   _sat("dwc_formal", ports["latency_cycles"] + 2, CORE_OUTPUTS if st.whole else ())]
-    text, timed_out, _ = _yosys("\n".join(script) + "\n", work, name, timeout)
+                   _sat("dwc_formal", most, CORE_OUTPUTS if st.whole else (), max(1, st.depth))]
+    progress = SolverProgress(log, "[reference]", {str(k): (st.name, max(1, st.depth)) for k, st in enumerate(plan)},
+                              most)
+    text, timed_out, _ = _yosys("\n".join(script) + "\n", work, name, timeout, progress)
     results = sat_results(text)
     out = []
     for k, st in enumerate(plan):
@@ -358,7 +427,10 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
               "equiv_make gold gate equiv", "hierarchy -top equiv", "opt_clean",
               "equiv_induct -seq 1", "equiv_status"]
     log("[netlist] proving the netlist equal to dwc_core.v ...")
-    text, timed_out, _ = _yosys("\n".join(script) + "\n", work, "netlist", timeout - (time.perf_counter() - t0))
+    steps = {"power-up": ("power-up: every shared net equal in cycle 1", None),
+             "induction": ("induction: all shared nets equal in one cycle -> in the next", None)}
+    text, timed_out, _ = _yosys("\n".join(script) + "\n", work, "netlist", timeout - (time.perf_counter() - t0),
+                                SolverProgress(log, "[netlist]", steps, 1))
     plain = STAMP.sub("", text)
     base = ("proved" if "SAT proof finished - no model found: SUCCESS!" in plain else
             "counterexample" if "SAT proof finished - model found: FAIL!" in plain else
@@ -385,7 +457,8 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
             cex = ["log DWC-STAGE outputs", *read, "miter -equiv -flatten -make_assert -make_outputs gold gate miter",
                    "hierarchy -top miter", *_PREP,
                    _sat("miter", L + 2, ("gold_action", "gate_action", "gold_valid_out", "gate_valid_out"))]
-            text, timed_out, _ = _yosys("\n".join(cex) + "\n", work, "outputs", left)
+            text, timed_out, _ = _yosys("\n".join(cex) + "\n", work, "outputs", left, SolverProgress(
+                log, "[netlist]", {"outputs": ("the outputs from power-up", None)}, L + 2))
             r = (sat_results(text) or [{"status": "running"}])[0]
             out["outputs"] = {k: v for k, v in r.items() if k != "trace"}
             if r["status"] == "proved":  # the outputs agree after all (an internal net differs where unseen)

@@ -92,8 +92,8 @@ def test_both_proofs_pass(lut_build, capsys):
     assert code == 0 and r["proved"] and "PROVED" in out
     p = r["proofs"]["reference"]
     assert p["status"] == "proved" and "t-3" in p["claim"]
-    assert [s["lemma"] for s in p["lemmas"]] == ["comparators", "layer0", "layer1", "popcounts", "action tables",
-                                                 "contract"]
+    assert [s["lemma"] for s in p["lemmas"]] == ["comparators", "layer0", "layer1", "counters", "popcounts",
+                                                 "action tables", "contract"]
     assert all(s["status"] == "proved" for s in p["lemmas"])
     n = r["proofs"]["netlist"]
     assert n["status"] == "proved" and n["power_up"] == "proved" and n["nets_unproved"] == 0

@@ -3,13 +3,15 @@ proves the compiled core against.
 
 Written straight from the IR's definition (:mod:`dwc.ir.graph`, the semantics of
 :mod:`dwc.ir.reference`) and as simply as Verilog allows, sharing nothing with the hardware
-generator in ``rtl/``: no pipeline, no clock, no leaf cells, no adder trees, no width tuning.
+generator in ``rtl/``: no pipeline, no clock, no leaf cells, no counters, no width tuning.
 
 * observation field ``d``: ``obs[lsb +: width]`` sign-extended to a 64-bit signed integer ``q<d>``;
 * comparator ``c``: ``assign c<c> = q<dim> >= threshold;`` (64-bit signed compare);
 * LUT ``j`` of layer ``l``: its truth table as a constant, one bit selected by the address
   ``{input[arity-1], ..., input[0]}`` (address bit ``k`` = input ``k``);
-* popcount of group ``a``: the sum of its bits, ``b3 + b17 + ...``;
+* popcount of group ``a``: the sum of its bits, ``b3 + b17 + ...``; with ``chunk``, as named partial
+  sums ``p<a>_s<level>_<i>`` (:func:`sum_levels`: runs of ``chunk`` bits, then pairs), each as wide as
+  its count of bits, the cut points of the proof's adder lemmas;
 * linear layer ``k`` (quantised MLPs): 64-bit signed arithmetic, as numpy's int64 does it:
   ``acc = sum w * x + bias``, then the rounding shift (``>>>`` floors), then the clamp;
 * action table ``a``: a case statement from its index (the popcount, or code - lo) to the action.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from dwc.ir.graph import Graph, Linear
 
+ZERO = "1'b0"
 INT = 64  # the integer width of every arithmetic value: numpy's int64
 
 
@@ -80,29 +83,40 @@ def _linear_width(lin: Linear, ranges: list[tuple[int, int]]) -> int:
     return most
 
 
-def _sum(terms: list[str], chunk: int | None) -> str:
-    """``t0 + t1 + ...``; with ``chunk``, bracketed as runs of ``chunk`` terms, then adjacent pairs of
-    partial sums (an odd one out joins the next level). Every bracketing is the same integer: the
-    declared width of the result (enough for all the terms being 1) is the width of every partial sum."""
-    if not terms:
-        return "1'b0"
-    if not chunk:
-        return " + ".join(terms)
-    level = [" + ".join(terms[i:i + chunk]) for i in range(0, len(terms), chunk)]
-    while len(level) > 1:
-        pairs = [f"({level[i]}) + ({level[i + 1]})" for i in range(0, len(level) - 1, 2)]
-        level = pairs + level[-1:] if len(level) % 2 else pairs
-    return level[0]
+def sum_levels(n: int, chunk: int) -> list[list[tuple[int, int]]]:
+    """The bracketing of a sum of ``n`` terms in runs of ``chunk``, then adjacent pairs (an odd one out
+    joins the next level as it is): per level (the runs first, the total last), each partial sum's
+    children in the level before, ``(i, j)`` (a run: its terms ``i`` .. ``j - 1``; a carried one: ``(i, i)``).
+    Every bracketing is the same integer."""
+    if n == 0:
+        return []
+    levels = [[(i, min(i + chunk, n)) for i in range(0, n, chunk)]]
+    while len(levels[-1]) > 1:
+        m = len(levels[-1])
+        levels.append([(i, i + 1) for i in range(0, m - 1, 2)] + ([(m - 1, m - 1)] if m % 2 else []))
+    return levels
 
 
+def sum_sizes(n: int, chunk: int) -> list[list[int]]:
+    """The number of terms in each partial sum of :func:`sum_levels`."""
+    sizes: list[list[int]] = []
+    for k, level in enumerate(sum_levels(n, chunk)):
+        sizes.append([j - i if k == 0 else sizes[-1][i] + (sizes[-1][j] if j != i else 0) for i, j in level])
+    return sizes
+
+
+def node_name(a: int, level: int, i: int) -> str:
+    """The reference's wire of partial sum ``i`` at ``level`` (1-based: 1 = the runs) of popcount ``a``."""
+    return f"p{a}_s{level}_{i}"
 def reference_verilog(g: Graph, name: str = "dwc_ref", chunk: int | None = None) -> str:
     """Module ``name``: ``obs`` -> ``action``, combinational, exactly the IR's function.
 
-    ``chunk``: bracket each popcount's sum as runs of ``chunk`` bits, then pairs, the order a
-    circuit's adder tree adds them in (the compiled core's first-level counter size, ``dwc_core.json``
+    ``chunk``: each popcount's sum as named partial sums, runs of ``chunk`` bits, then pairs, the order
+    a circuit's adder tree adds them in (the compiled core's first-level counter size, ``dwc_core.json``
     ``popcount_compressor``). The value is the same for every bracketing; a SAT solver, though, proves
     two sums equal quickly only when their partial sums match (a flat 85-bit sum against the core's
-    tree takes minutes, the bracketed one a second)."""
+    tree takes minutes, the bracketed one a second), and the named partial sums let a proof cut the
+    sum level by level."""
     obs_bits = sum(f.width for f in g.obs_formats)
     aw = g.action_format.width
     out = [f"// {name}: the policy's IR as plain combinational Verilog (dwc.backends.reference_verilog), the",
@@ -154,9 +168,21 @@ def _lut_layers(out: list[str], g: Graph, bits: list[str]) -> list[str]:
 
 def _popcounts(out: list[str], g: Graph, bits: list[str], chunk: int | None) -> list[str]:
     out.append("  // popcounts: the number of ones among each group's bits" +
-               (f" (summed in runs of {chunk}, then pairs)" if chunk else ""))
+               (f", as named partial sums (runs of {chunk}, then pairs)" if chunk else ""))
     for a, grp in enumerate(g.groups):
-        out.append(f"  wire [{_bits(len(grp)) - 1}:0] p{a} = {_sum([bits[i] for i in grp], chunk)};")
+        terms = [bits[i] for i in grp]
+        if not chunk or not terms:
+            out.append(f"  wire [{_bits(len(grp)) - 1}:0] p{a} = {' + '.join(terms) or ZERO};")
+            continue
+        sizes = sum_sizes(len(terms), chunk)
+        for k, level in enumerate(sum_levels(len(terms), chunk)):
+            for i, ((lo, hi), n) in enumerate(zip(level, sizes[k])):
+                if k == 0:
+                    value = " + ".join(terms[lo:hi])
+                else:  # every partial sum as wide as its count of terms: no carry is lost
+                    value = " + ".join(node_name(a, k, c) for c in sorted({lo, hi}))
+                out.append(f"  wire [{_bits(n) - 1}:0] {node_name(a, k + 1, i)} = {value};")
+        out.append(f"  wire [{_bits(len(grp)) - 1}:0] p{a} = {node_name(a, len(sizes), 0)};")
     return [f"p{a}" for a in range(len(g.groups))]
 
 
