@@ -201,3 +201,12 @@ def test_the_training_options_leave_their_defaults_to_trainconfig():
             assert a.default is None, (command, a.dest)
             said = re.findall(r"\(default ([^\s;,)]+)", _help(parser, a))
             assert said[:1] in ([], [DEFAULT[a.dest]], [DEFAULT[a.dest] + ":"]), (command, a.dest, said)
+
+
+@pytest.mark.parametrize("command", ["eval", "verify", "hil"])
+def test_a_seed_help_states_the_evaluation_offset(command):
+    """Episodes start at the training seed + EVAL_SEED_OFFSET unless --seed says otherwise (dwc.core.config)."""
+    from dwc.core.config import EVAL_SEED_OFFSET
+    parser = _subparsers()[command]
+    action = next(a for a in parser._actions if a.dest == "seed")
+    assert f"seed + {EVAL_SEED_OFFSET})" in _help(parser, action)

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from dwc.cli.options import count, show
+from dwc.core.config import EVAL_SEED_OFFSET
 from dwc.core.defaults import EVAL_DEVICE, EVAL_EPISODES
 
 
@@ -19,7 +20,7 @@ def add(sub):
     p.add_argument("run", type=Path, help="run directory written by dwc train")
     p.add_argument("--episodes", type=count, default=EVAL_EPISODES,
                    help=f"number of episodes (default {EVAL_EPISODES})")
-    p.add_argument("--seed", type=int, help="first episode seed (default: the run's seed + 10000)")
+    p.add_argument("--seed", type=int, help=f"first episode seed (default: the run's seed + {EVAL_SEED_OFFSET})")
     p.add_argument("--device", default=EVAL_DEVICE, help=f"auto | cpu | cuda (default {EVAL_DEVICE})")
     p.add_argument("--frozen", action="store_true",
                    help="also evaluate the frozen integer circuit (the IR dwc compile writes) on the same seeds")

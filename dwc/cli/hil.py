@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from dwc.cli.options import count, quiet_log, show
+from dwc.core.config import EVAL_SEED_OFFSET
 from dwc.core.defaults import BAUD, HIL_TIMEOUT_S, RECONNECT_S
 from dwc.core.errors import UserError
 
@@ -43,7 +44,7 @@ def add(sub):
     p.add_argument("--env", help="Gymnasium env id (default: the policy's)")
     p.add_argument("--episodes", type=count, default=1, help="closed-loop episodes over the link (default %(default)s)")
     p.add_argument("--seed", type=int, help="seed of the first episode (default: the evaluation seeds of dwc eval, "
-                                            "the training seed + 10000)")
+                                            f"the training seed + {EVAL_SEED_OFFSET})")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps")
     p.add_argument("--inject", action="append", default=[], metavar="KIND@STEP",
                    help="(--sim) inject a link fault before that step's frame: garbage, drop or corrupt")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from dwc.cli.options import count, quiet_log, show
+from dwc.core.config import EVAL_SEED_OFFSET
 from dwc.core.defaults import FORMAL_TIMEOUT_S, RTL_EPISODES, SIMULATOR, VECTORS
 from dwc.core.errors import UserError
 
@@ -52,7 +53,7 @@ def add(sub):
     p.add_argument("--episodes", type=count, default=RTL_EPISODES,
                    help=f"closed-loop episodes (default {RTL_EPISODES})")
     p.add_argument("--seed", type=int, help="seed of the first episode and of the random vectors (default: the "
-                                            "evaluation seeds of dwc eval, the training seed + 10000)")
+                                            f"evaluation seeds of dwc eval, the training seed + {EVAL_SEED_OFFSET})")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps (default: the env's limit)")
     p.add_argument("--sim", default=SIMULATOR, choices=["verilator", "icarus"], help=f"simulator (default {SIMULATOR})")
     p.add_argument("--vectors", dest="n_random", metavar="VECTORS", type=int, default=VECTORS,
