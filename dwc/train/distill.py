@@ -123,90 +123,122 @@ def teacher_summary(path: Path) -> dict:
 
 
 def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
-    dc = cfg.distill
-    envs = make_vector_env(cfg.env, cfg.num_envs)
-    act_space = envs.single_action_space
-    obs_dim, act_dim = envs.single_observation_space.shape[0], act_space.shape[0]
-    teacher = load_teacher(teacher_path(cfg, run.path), cfg.env, obs_dim, act_dim, device)
-    student = build_actor(cfg.actor, obs_dim, act_dim, act_space.low, act_space.high).to(device)
-    student.set_precision(resolve_precision(cfg.precision, device))
-    if teacher.normalizer is not None:  # frozen with the teacher's
-        student.normalizer.load_state_dict(teacher.normalizer.state_dict())
-    # --wiring-optim sparse sends sparse wiring gradients, which WiringAdam steps lazily (dense: plain Adam)
-    adam = WiringAdam if cfg.actor.wiring_optim == "sparse" else torch.optim.Adam
-    opt = adam(student.parameters(), lr=dc.distill_lr, fused=True)
-    data_obs = np.zeros((cfg.steps, obs_dim), dtype=np.float32)  # every visited state ...
-    data_act = np.zeros((cfg.steps, act_dim), dtype=np.float32)  # ... and the teacher's action there
-    counters = {"iterations": 0}
-    rng = np.random.default_rng(cfg.seed)
-    if run.resume_state and not run.resume_state.get("before_teacher"):
-        s = run.resume_state
-        student.load_state_dict(s["actor"])
-        opt.load_state_dict(s["opt"])
-        n = min(len(s["data_obs"]), cfg.steps)  # --steps may have been raised on resume
-        data_obs[:n], data_act[:n] = s["data_obs"][:n], s["data_act"][:n]
-        counters = s["counters"]
-        rng.bit_generator.state = s["sampler"]
+    """A distillation run, in steps: set up (or resume), then per DAgger iteration roll out and label,
+    regress the student onto the labels, log and checkpoint. Returns the student."""
+    return _Distill(cfg, run, device, make_vector_env(cfg.env, cfg.num_envs)).train()
+
+
+class _Distill:
+    """The state of one distillation: teacher, student, optimiser, the labelled dataset, the minibatch
+    sampler, the observations acted on next and the training loop (dwc.train.loop)."""
+
+    def __init__(self, cfg: TrainConfig, run: RunDir, device: torch.device, envs):
+        self.cfg, self.run, self.device, self.envs, self.dc = cfg, run, device, envs, cfg.distill
+        act_space = envs.single_action_space
+        self.obs_dim, self.act_dim = envs.single_observation_space.shape[0], act_space.shape[0]
+        # the teacher is loaded before the student is built, so the student's initial weights draw the
+        # same random numbers as they always have
+        self.teacher = load_teacher(teacher_path(cfg, run.path), cfg.env, self.obs_dim, self.act_dim, device)
+        self.student = build_actor(cfg.actor, self.obs_dim, self.act_dim, act_space.low, act_space.high).to(device)
+        self.student.set_precision(resolve_precision(cfg.precision, device))
+        if self.teacher.normalizer is not None:  # frozen with the teacher's
+            self.student.normalizer.load_state_dict(self.teacher.normalizer.state_dict())
+        # --wiring-optim sparse sends sparse wiring gradients, which WiringAdam steps lazily (dense: plain Adam)
+        adam = WiringAdam if cfg.actor.wiring_optim == "sparse" else torch.optim.Adam
+        self.opt = adam(self.student.parameters(), lr=self.dc.distill_lr, fused=True)
+        self.data_obs = np.zeros((cfg.steps, self.obs_dim), dtype=np.float32)  # every visited state ...
+        self.data_act = np.zeros((cfg.steps, self.act_dim), dtype=np.float32)  # ... and the teacher's action there
+        self.counters = {"iterations": 0}
+        self.rng = np.random.default_rng(cfg.seed)  # the minibatch sampler
+        self._resume()
+        self.obs = None  # the observations acted on next
+        self.loop = None
+        self.loss = float("nan")  # the last update's, logged once per iteration
+
+    def _resume(self) -> None:
+        s = self.run.resume_state
+        if not s or s.get("before_teacher"):  # the step-0 checkpoint of a run that trained its own teacher
+            return
+        self.student.load_state_dict(s["actor"])
+        self.opt.load_state_dict(s["opt"])
+        n = min(len(s["data_obs"]), self.cfg.steps)  # --steps may have been raised on resume
+        self.data_obs[:n], self.data_act[:n] = s["data_obs"][:n], s["data_act"][:n]
+        self.counters = s["counters"]
+        self.rng.bit_generator.state = s["sampler"]
         set_rng_state(s["rng"])
 
-    obs = None  # the observations acted on next
-
-    def state(step: int) -> dict:  # a checkpoint at this step, with the episodes in flight
-        s = {"actor": student.state_dict(), "opt": opt.state_dict(),
-             "data_obs": data_obs[:step].copy(), "data_act": data_act[:step].copy(),
-             "counters": counters, "sampler": rng.bit_generator.state, "obs_dim": obs_dim, "act_dim": act_dim}
-        if obs is not None:
-            s["episodes"] = episodes_state(envs, obs, None, loop.episodes)
+    def _state(self, step: int) -> dict:
+        """A checkpoint at this step, with the episodes in flight."""
+        s = {"actor": self.student.state_dict(), "opt": self.opt.state_dict(),
+             "data_obs": self.data_obs[:step].copy(), "data_act": self.data_act[:step].copy(),
+             "counters": self.counters, "sampler": self.rng.bit_generator.state, "obs_dim": self.obs_dim,
+             "act_dim": self.act_dim}
+        if self.obs is not None:
+            s["episodes"] = episodes_state(self.envs, self.obs, None, self.loop.episodes)
         return s
 
-    def as_t(x):
-        return torch.as_tensor(x, dtype=torch.float32, device=device)
+    def _t(self, x) -> torch.Tensor:
+        return torch.as_tensor(x, dtype=torch.float32, device=self.device)
 
-    scale = student.action_scale
-    loss = float("nan")
-    with train_loop(run, envs, student, state) as loop:
-        obs, _ = start_episodes(run.resume_state, envs, None, loop.episodes, cfg.seed + run.start_step)
-        while loop.step < cfg.steps:
-            # an iteration's progress is in the counters, so a checkpoint taken inside it resumes exactly
-            start = counters.setdefault("rollout_start", loop.step)
-            end = min(start + dc.dagger_steps, cfg.steps)
-            actor = teacher if counters["iterations"] == 0 else student
-            # 1. roll out (the teacher first, then the student), every state labelled by the teacher
-            while loop.step < end:
-                o = as_t(obs)
-                label = teacher.act(o)
-                action = label if actor is teacher else student.act(o)
-                with interrupts_held():  # envs, data and step counter change together
-                    next_obs, rewards, terms, truncs, _ = envs.step(action.cpu().numpy())
-                    step, k = loop.step, min(cfg.num_envs, end - loop.step)
-                    data_obs[step:step + k], data_act[step:step + k] = obs[:k], label[:k].cpu().numpy()
-                    loop.advance(k, rewards, terms | truncs)
-                    obs = next_obs
-            if not bool(student.normalizer.frozen):  # a teacher without statistics: its rollout's, kept
-                student.normalizer.update(as_t(data_obs[:loop.step]))
-                student.normalizer.freeze()
-            # 2. regress the student's actions onto the teacher's, on minibatches of all data so far
-            updates = max(1, round(dc.updates_per_step * (end - start)))
-            for u in range(counters.get("updates_done", 0), updates):
-                progress = (start + (end - start) * (u + 1) / updates) / cfg.steps
-                with interrupts_held(), flush_denormals():  # a checkpoint never sees a half-applied optimiser step
-                    # the rate anneals linearly to zero: the last iteration settles the circuit instead
-                    # of leaving it wherever a full-size last step put it
-                    opt.param_groups[0]["lr"] = dc.distill_lr * (1.0 - progress) + 1e-3 * dc.distill_lr * progress
-                    idx = rng.integers(0, loop.step, cfg.sac.batch_size)
-                    mean, _ = student.dist_params(as_t(data_obs[idx]))
-                    err = ((student.squash(mean) - as_t(data_act[idx])) / scale).square().mean()
-                    opt.zero_grad(set_to_none=True)
-                    err.backward()
-                    opt.step()
-                    student.constrain_()
-                    student.apply_budget_(progress)
-                    counters["updates_done"] = u + 1
-                    loss = err.item() if u == updates - 1 else loss
-            counters["iterations"] += 1
-            counters.pop("rollout_start"), counters.pop("updates_done", None)
-            loop.report({"losses/distill": loss, "charts/SPS": loop.sps(), "distill/updates": updates},
-                        loss=f"{loss:.4f}")
-            loop.checkpoint_if_due()
-        student.apply_budget_(1.0)
-    return student
+    def _rollout(self, actor, end: int) -> None:
+        """``actor`` (the teacher first, then the student) acts up to step ``end``, every state it meets
+        stored with the teacher's action there."""
+        loop = self.loop
+        while loop.step < end:
+            o = self._t(self.obs)
+            label = self.teacher.act(o)
+            action = label if actor is self.teacher else self.student.act(o)
+            with interrupts_held():  # envs, data and step counter change together
+                next_obs, rewards, terms, truncs, _ = self.envs.step(action.cpu().numpy())
+                step, k = loop.step, min(self.cfg.num_envs, end - loop.step)
+                self.data_obs[step:step + k], self.data_act[step:step + k] = self.obs[:k], label[:k].cpu().numpy()
+                loop.advance(k, rewards, terms | truncs)
+                self.obs = next_obs
+
+    def _regress(self, start: int, end: int) -> int:
+        """The iteration's updates of the student's actions onto the teacher's, on minibatches of all data so
+        far, from the first one not yet done; returns how many the iteration has."""
+        dc, cfg, student = self.dc, self.cfg, self.student
+        updates = max(1, round(dc.updates_per_step * (end - start)))
+        for u in range(self.counters.get("updates_done", 0), updates):
+            progress = (start + (end - start) * (u + 1) / updates) / cfg.steps
+            with interrupts_held(), flush_denormals():  # a checkpoint never sees a half-applied optimiser step
+                # the rate anneals linearly to zero: the last iteration settles the circuit instead
+                # of leaving it wherever a full-size last step put it
+                self.opt.param_groups[0]["lr"] = dc.distill_lr * (1.0 - progress) + 1e-3 * dc.distill_lr * progress
+                idx = self.rng.integers(0, self.loop.step, cfg.sac.batch_size)
+                mean, _ = student.dist_params(self._t(self.data_obs[idx]))
+                err = ((student.squash(mean) - self._t(self.data_act[idx])) / student.action_scale).square().mean()
+                self.opt.zero_grad(set_to_none=True)
+                err.backward()
+                self.opt.step()
+                student.constrain_()
+                student.apply_budget_(progress)
+                self.counters["updates_done"] = u + 1
+                self.loss = err.item() if u == updates - 1 else self.loss
+        return updates
+
+    def train(self):
+        cfg, counters, student = self.cfg, self.counters, self.student
+        with train_loop(self.run, self.envs, student, self._state) as loop:
+            self.loop = loop
+            self.obs, _ = start_episodes(self.run.resume_state, self.envs, None, loop.episodes,
+                                         cfg.seed + self.run.start_step)
+            while loop.step < cfg.steps:
+                # an iteration's progress is in the counters, so a checkpoint taken inside it resumes exactly
+                start = counters.setdefault("rollout_start", loop.step)
+                end = min(start + self.dc.dagger_steps, cfg.steps)
+                # 1. roll out (the teacher first, then the student), every state labelled by the teacher
+                self._rollout(self.teacher if counters["iterations"] == 0 else student, end)
+                if not bool(student.normalizer.frozen):  # a teacher without statistics: its rollout's, kept
+                    student.normalizer.update(self._t(self.data_obs[:loop.step]))
+                    student.normalizer.freeze()
+                # 2. regress the student's actions onto the teacher's
+                updates = self._regress(start, end)
+                counters["iterations"] += 1
+                counters.pop("rollout_start"), counters.pop("updates_done", None)
+                loop.report({"losses/distill": self.loss, "charts/SPS": loop.sps(), "distill/updates": updates},
+                            loss=f"{self.loss:.4f}")
+                loop.checkpoint_if_due()
+            student.apply_budget_(1.0)
+        return student
