@@ -62,7 +62,7 @@ class Point:
     net: str  # in the flattened dwc_core
     spec: tuple[tuple[str, int], ...]  # the reference's nets (name, width), least significant first
     delay: int  # clock edges from the observation at the core's input to its value on this net
-    most: int | None = None  # the largest value the net can take (popcounts), proved with it
+    most: tuple[int, ...] | None = None  # per reference net, the largest value it takes (sums), proved with it
     bits: int | None = None  # the core's width where it differs from the reference's (partial sums)
 
     @property
@@ -103,10 +103,12 @@ def stages(g: Graph, ports: dict, nets: dict[str, int]) -> list[Stage]:
     # the input register (in the shared comparator bank: its digit-compare registers), if any
     d = int(ports.get("input_register", True))
     if g.comparators:
-        groups.append(("comparators", [Point("comparators.bits", tuple((f"c{c}", 1) for c in range(len(g.comparators))), d)]))
+        cmp = [Point("comparators.bits", tuple((f"c{c}", 1) for c in range(len(g.comparators))), d)]
+        groups.append(("comparators", _registered("comparators", "cmp_r", cmp, cuts, nets)))
     d += "comparators" in cuts
     for l, layer in enumerate(g.layers):
-        groups.append((f"layer{l}", [Point(f"layer{l}.out", tuple((f"l{l}_{j}", 1) for j in range(len(layer))), d)]))
+        out = [Point(f"layer{l}.out", tuple((f"l{l}_{j}", 1) for j in range(len(layer))), d)]
+        groups.append((f"layer{l}", _registered(f"layer{l}", f"layer{l}_r", out, cuts, nets)))
         d += f"layer{l}" in cuts
     # the adder trees, level by level at their registers (each lemma a few small adders), after the
     # first-level counters where those are not registered themselves
@@ -118,8 +120,8 @@ def stages(g: Graph, ports: dict, nets: dict[str, int]) -> list[Stage]:
         for k, c in enumerate(tree):
             groups.append((f"adder level {c}", _tree_points(g, chunk, nets, c, d + k + 1, f"pop{{a}}.l{c}_{{i}}")))
     d += len(tree)
-    groups.append(("popcounts", [Point(f"pop{a}.count", ((f"p{a}", _bits(len(grp))),), d, len(grp))
-                                 for a, grp in enumerate(g.groups)]))
+    counts = [Point(f"pop{a}.count", ((f"p{a}", _bits(len(grp))),), d, (len(grp),)) for a, grp in enumerate(g.groups)]
+    groups.append(("popcounts", _registered("popcounts", "pop_r", counts, cuts, nets)))
     d += "popcounts" in cuts
     d += sum(f"linear{k}" in cuts for k in range(len(g.linear)))
     groups.append(("action tables", [Point(f"table{a}.action", ((f"a{a}", aw),), d) for a in range(g.action_dim)]))
@@ -148,21 +150,48 @@ def _tree_points(g: Graph, chunk: int, nets: dict[str, int], level: int, delay: 
         for i, n in enumerate(sizes[at - 1] if sizes else []):
             name, w = net.format(a=a, i=i), _bits(n)
             bits = nets.get(name, 0)
-            out.append(Point(name, ((node_name(a, at, i), w),), delay, n, bits if bits > w else None))
+            out.append(Point(name, ((node_name(a, at, i), w),), delay, (n,), bits if bits > w else None))
     return out
 
 
-def _delay_line(o: list[str], name: str, width: int, depth: int) -> None:
-    """``<name>_1`` .. ``<name>_<depth>``: ``<name>_0`` one, two, ... clock edges old."""
+def _registered(cut: str, reg: str, points: list[Point], cuts: list[str], nets: dict[str, int]) -> list[Point]:
+    """A boundary's pipeline register ``reg`` (all of ``points``, packed least significant first) where
+    the core has one, one clock edge after them: the next lemma's logic then reads the same cut nets in
+    both designs, and what the two share merges (the LUTs: the same table and address)."""
+    if cut not in cuts or nets.get(reg) != sum(p.width for p in points):
+        return points
+    mosts = sum((p.most or (None,) * len(p.spec) for p in points), ())
+    return [Point(reg, sum((p.spec for p in points), ()), points[0].delay + 1,
+                  mosts if any(m is not None for m in mosts) else None)]
+
+
+def _delay_line(o: list[str], name: str, width: int, depth: int, reset: bool = False) -> None:
+    """``<name>_1`` .. ``<name>_<depth>``: ``<name>_0`` one, two, ... clock edges old. ``reset``: cleared
+    by ``rst`` as the core's pipeline registers are (the same whenever no reset came in between, which
+    the lemmas assume), so a core register and its reference twin with the same input merge into one."""
     for k in range(1, depth + 1):
         o.append(f"  reg [{width - 1}:0] {name}_{k} = {width}'d0;")
-        o.append(f"  always @(posedge clk) {name}_{k} <= {name}_{k - 1};")
+        o.append(f"  always @(posedge clk) {name}_{k} <= " + (f"rst ? {width}'d0 : " if reset else "") + f"{name}_{k - 1};")
+
+
+def _slices(p: Point) -> list[tuple[int, int, int | None]]:
+    """(lsb, width, most) of each reference net ``p`` stands for, in the core's net (one net: all of it)."""
+    mosts = p.most or (None,) * len(p.spec)
+    if len(p.spec) == 1:
+        return [(0, p.width, mosts[0])]
+    out, lsb = [], 0
+    for (_, w), most in zip(p.spec, mosts):
+        out.append((lsb, w, most))
+        lsb += w
+    return out
 
 
 def checker_verilog(g: Graph, ports: dict, stage: Stage) -> str:
     """Module ``dwc_formal`` for one lemma: the core (``dwc_core``; the stage's nets exposed, its input
     nets cut and driven from the module's inputs ``x<i>``), the reference (``dwc_ref``, cut the same
-    way, reading the same values ``depth`` clock edges later), and the assertions."""
+    way and driven by the same values, its outputs delayed by ``depth`` clock edges: the reference is
+    combinational, so that is its value on the inputs of ``depth`` edges earlier; both designs reading
+    the same nets, the logic they share merges before the solver runs), and the assertions."""
     L = ports["latency_cycles"]
     ob = sum(f.width for f in g.obs_formats)
     ab = g.action_dim * g.action_format.width
@@ -179,13 +208,13 @@ def checker_verilog(g: Graph, ports: dict, stage: Stage) -> str:
         o.append(f"  wire [{p.width - 1}:0] r{j};  // the core's {p.net}")
         conns.append(f".\\{p.net} (r{j})")
     o.append(f"  dwc_core core({', '.join(conns)});")
-    o.append(f"  // the same inputs, {depth} clock edge(s) old")
-    o.append(f"  wire [{ob - 1}:0] obs_0 = obs;")
     for i, p in enumerate(ins):
         o.append(f"  wire [{p.width - 1}:0] x{i}_0 = x{i};")
-        _delay_line(o, f"x{i}", p.width, depth)
-    if stage.whole or not ins:
-        _delay_line(o, "obs", ob, depth if not stage.whole else 1)
+        if not stage.asserted:
+            _delay_line(o, f"x{i}", p.width, depth)
+    if stage.whole:
+        o.append(f"  wire [{ob - 1}:0] obs_0 = obs;")
+        _delay_line(o, "obs", ob, 1)
     o.append("  // h<k>: the last k clock edges happened, with reset low at each")
     for k in range(1, max(depth, L) + 1):
         o.append(f"  reg h{k} = 1'b0;")
@@ -193,29 +222,35 @@ def checker_verilog(g: Graph, ports: dict, stage: Stage) -> str:
     asserts = []
     if stage.asserted or stage.whole:
         # the reference's stage reads only its input nets; its observation input, cut off, is don't care
-        rconns = [f".obs(obs_{1 if stage.whole else depth if not ins else 0})"]
+        rconns = [f".obs({'obs_1' if stage.whole else 'obs'})"]
         if stage.whole:
             o.append(f"  wire [{ab - 1}:0] ra_0;")
             rconns.append(".action(ra_0)")
+        cut = {}  # a reference net that is an input of the lemma too (a finished sum): the input itself
         for i, p in enumerate(ins):
             lsb = 0
             for name, w in p.spec:
-                rconns.append(f".\\{name}.i (x{i}_{depth}[{lsb + w - 1}:{lsb}])")
+                cut[name] = f"x{i}[{lsb + w - 1}:{lsb}]"
+                rconns.append(f".\\{name}.i ({cut[name]})")
                 lsb += w
         for j, p in enumerate(stage.asserted):
-            o.append(f"  wire [{p.spec_width - 1}:0] q{j};  // the reference's {p.net}")
+            o.append(f"  wire [{p.spec_width - 1}:0] q{j}_0;  // the reference's {p.net}")
             lsb = 0
             for name, w in p.spec:
-                rconns.append(f".{name}(q{j}[{lsb + w - 1}:{lsb}])")
+                if name in cut:
+                    o.append(f"  assign q{j}_0[{lsb + w - 1}:{lsb}] = {cut[name]};")
+                else:
+                    rconns.append(f".{name}(q{j}_0[{lsb + w - 1}:{lsb}])")
                 lsb += w
+            _delay_line(o, f"q{j}", p.spec_width, depth, reset=True)
             guard = f"if (h{depth}) " if depth else ""
-            asserts.append(f"{guard}assert(r{j} == q{j});")
-            if p.most is not None:
-                asserts.append(f"assert(r{j} <= {p.width}'d{p.most});")
+            asserts.append(f"{guard}assert(r{j} == q{j}_{depth});")
+            asserts += [f"assert(r{j}[{lsb + w - 1}:{lsb}] <= {w}'d{most});" for lsb, w, most in _slices(p)
+                        if most is not None]
         o.append(f"  dwc_ref spec({', '.join(rconns)});")
-    for i, p in enumerate(ins):
-        if p.most is not None:  # proved by the previous lemma
-            asserts.insert(0, f"assume(x{i} <= {p.width}'d{p.most});")
+    for i, p in enumerate(ins):  # proved by the previous lemma
+        asserts[:0] = [f"assume(x{i}[{lsb + w - 1}:{lsb}] <= {w}'d{most});" for lsb, w, most in _slices(p)
+                       if most is not None]
     if not stage.asserted:  # the contract
         o.append("  // the handshake: valid_in, L clock edges later, cleared by reset")
         for k in range(1, L + 1):
@@ -239,7 +274,9 @@ def checker_verilog(g: Graph, ports: dict, stage: Stage) -> str:
 _PREP = ["proc", "flatten", "memory", "opt_clean", "async2sync", "dffunmap",
          # structural hashing: identical cells reading the same signals are one (the two sides' LUTs,
          # once their inputs are the same nets), then the solver proves what differs
-         "opt_expr", "opt_merge", "opt_clean",
+         # (a core register and its twin reading the same merged logic are one too, and an assertion
+         # comparing a net with itself folds away with the logic that fed it)
+         "opt_expr", "opt_merge", "opt_clean", "opt_expr", "opt_clean",
          # the solver's encoding of a constant table indexed by a signal is ~900 variables per 6-input
          # LUT; as gates with the constants folded, ~180
          "techmap t:$shiftx", "opt_expr", "opt_clean"]
@@ -329,7 +366,7 @@ def _stage_script(check: str, stage: Stage) -> list[str]:
         cut = sorted({n for p in stage.inputs for n, _ in p.spec})
         if cut:
             lines.append("expose -cut " + " ".join(f"dwc_ref/{n}" for n in cut))
-        shown = sorted({n for p in stage.asserted for n, _ in p.spec})
+        shown = sorted({n for p in stage.asserted for n, _ in p.spec} - set(cut))
         if shown:
             lines.append("expose " + " ".join(f"dwc_ref/{n}" for n in shown))
     lines += [f"read_verilog -formal {check}", "hierarchy -check -top dwc_formal", *_PREP]
