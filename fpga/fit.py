@@ -13,6 +13,10 @@ Both families count logic in cells that hold more than a LUT, so a LUT count alo
   drives gets a pass-through LUT after placement (the D input comes through its slice's LUT), so
   LUT4 = LUTs + flip-flops not paired with a LUT. Each carry chain gets a head ALU that feeds its
   carry-in, a tail ALU where its carry-out is read, and a filler to make its length even.
+* MachXO2 (nextpnr-machxo2) is counted with ECP5's rules, its carry the ``CCU2D``: an approximation
+  of its own packer (the small core: 338 predicted, 339 placed).
+* GateMate is not predicted (its packer splits LUT trees over CPE halves and routes through CPEs as
+  bridges); only nextpnr's own overuse refuses a design there.
 * ECP5 counts ``TRELLIS_COMB`` (two per slice: a LUT4 or half of a 2-bit carry, ``CCU2C``) and
   ``TRELLIS_FF``. A ``CCU2C`` takes two; a chain whose carry-in comes from logic, or whose carry-out
   is read by logic, gets one more ``CCU2C`` (two cells) at that end. ``PFUMX``/``L6MUX21`` (wide LUTs)
@@ -32,9 +36,12 @@ from collections import defaultdict
 from pathlib import Path
 
 # The limiting logic resource nextpnr reports per family, and the block RAM.
-CELL_KIND = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_COMB", "gowin": "LUT4"}
-FF_KIND = {"ice40": None, "ecp5": "TRELLIS_FF", "gowin": "DFF"}  # iCE40 flip-flops live in the logic cells
-RAM_KIND = {"ice40": ("SB_RAM40_4K", "ICESTORM_RAM"), "ecp5": ("DP16KD", "DP16KD"), "gowin": ("BSRAM", "BSRAM")}
+CELL_KIND = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_COMB", "gowin": "LUT4", "machxo2": "TRELLIS_COMB",
+             "gatemate": "CPE_LT"}
+FF_KIND = {"ice40": None, "ecp5": "TRELLIS_FF", "gowin": "DFF", "machxo2": "TRELLIS_FF",
+           "gatemate": "CPE_FF"}  # iCE40's flip-flops live in its logic cells
+RAM_KIND = {"ice40": ("SB_RAM40_4K", "ICESTORM_RAM"), "ecp5": ("DP16KD", "DP16KD"), "gowin": ("BSRAM", "BSRAM"),
+            "machxo2": ("DP8KC", "DP8KC"), "gatemate": ("CC_BRAM_40K", "RAM")}
 # Gowin: LUT4 and ALU share the LUT positions; what else nextpnr counts apart, per LUT position
 GOWIN_LOGIC = "LUT4+ALU"
 GOWIN_PER_LUT = {"ALU": 0.75, "MUX2_LUT5": 0.5, "MUX2_LUT6": 0.25, "MUX2_LUT7": 0.125, "MUX2_LUT8": 0.125}
@@ -177,16 +184,16 @@ def _ice40(n: _Netlist) -> dict:
                        "carries_with_a_lut": len(merged_with), "chain_end_cells": legalise}}
 
 
-def _ecp5(n: _Netlist) -> dict:
+def _ecp5(n: _Netlist, carry: str = "CCU2C", ram: str = "DP16KD") -> dict:
     luts = n.of_type("LUT4")
-    ccu = n.of_type("CCU2C")
+    ccu = n.of_type(carry)
     ffs = n.of_type("TRELLIS_FF")
     dpr = n.of_type("TRELLIS_DPR16X4")
     # ecp5/pack.cc split_carry_chain: a connected carry-in (a constant too, once nextpnr has made it
     # a net) is fed in by a CCU2C; a connected carry-out at a chain's end, or one read by more than
     # the next carry, is passed out by one.
     feeds = 0
-    for chain in _chains(n, "CCU2C", "CIN", "COUT"):
+    for chain in _chains(n, carry, "CIN", "COUT"):
         feeds += n.bit(chain[0], "CIN") is not None
         for i, c in enumerate(chain):
             co = n.bit(c, "COUT")
@@ -196,7 +203,7 @@ def _ecp5(n: _Netlist) -> dict:
                 feeds += 1
     constants = 2 if luts or ccu else 0  # nextpnr's GND and VCC drivers are a TRELLIS_COMB each
     comb = len(luts) + 2 * len(ccu) + 2 * feeds + 4 * len(dpr) + constants
-    return {"TRELLIS_COMB": comb, "TRELLIS_FF": len(ffs), "DP16KD": len(n.of_type("DP16KD")),
+    return {"TRELLIS_COMB": comb, "TRELLIS_FF": len(ffs), ram: len(n.of_type(ram)),
             "detail": {"luts": len(luts), "ccu2c": len(ccu), "ffs": len(ffs), "chain_end_ccu2c": feeds,
                        "pfumx": len(n.of_type("PFUMX")), "l6mux21": len(n.of_type("L6MUX21"))}}
 
@@ -241,8 +248,11 @@ def predict(netlists: list[tuple[dict, str]], family: str) -> dict:
     """The device resources nextpnr will count for these netlists together ((yosys JSON, top
     module) pairs: the core, and the shell with the core as a black box)."""
     total: dict = {}
+    if family == "gatemate":
+        return {"detail": {"note": "not predicted on GateMate"}}
     for netlist, top in netlists:
-        one = {"ice40": _ice40, "gowin": _gowin}.get(family, _ecp5)(_Netlist(_module(netlist, top)))
+        rules = {"ice40": _ice40, "gowin": _gowin, "machxo2": lambda n: _ecp5(n, "CCU2D", "DP8KC")}.get(family, _ecp5)
+        one = rules(_Netlist(_module(netlist, top)))
         for k, v in one.items():
             if k == "detail":
                 d = total.setdefault("detail", {})

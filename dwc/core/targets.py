@@ -20,6 +20,11 @@ FAMILIES = {
     "ice40": Family(4, ("ice40-up5k", "ice40-hx8k")),
     # the dies of Sipeed's Tang Nano 1K, 4K, 9K and Tang Primer 20K (nextpnr-himbaechel-gowin, apycula)
     "gowin": Family(4, ("gowin-1k", "gowin-4k", "gowin-9k", "gowin-18k")),
+    # nextpnr-machxo2 places no larger MachXO2 (7000, 4000, 2000), and Trellis packs no MachXO3
+    "machxo2": Family(4, ("machxo2-1200",)),
+    # Cologne Chip's logic cell (CPE) is no LUT4 but a tree of 2-input LUTs (yosys maps a LUT4 to one
+    # where it decomposes, else to a 5-input tree with a mux): trained as 4-input LUTs, its nearest size
+    "gatemate": Family(4, ("gatemate-a1",)),
     "xc7": Family(6, ("xc7",), placed=False),  # synthesis and a capacity estimate only
 }
 NATIVE_LUT_INPUTS = {name: f.lut_inputs for name, f in FAMILIES.items()}

@@ -1,0 +1,78 @@
+"""``dwc synth`` for the smaller open families: Lattice MachXO2 (nextpnr-machxo2, Trellis' xo2pack) and
+Cologne Chip GateMate (nextpnr-himbaechel-gatemate, gmpack), on the small core; their constraints files
+and pin tables alone."""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dwc.cli import main
+
+
+@pytest.mark.slow  # ~2 minutes each on a loaded 2-core machine
+@pytest.mark.parametrize("target,family", [("machxo2", "machxo2-1200"), ("gatemate", "gatemate-a1")])
+def test_family_synth_place_route_and_pack(small_build, target, family, capsys):
+    """A family target places the small core on its device at 20 MHz, packs a bitstream, and reports
+    the placed cells, the timing verdict and the pins it constrained."""
+    from dwc.fpga.pins import KIND, SHELL_PORTS, file_kind, parse_constraints
+    assert main(["synth", str(small_build), "--target", target, "--freq", "20", "--energy-steps", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"{family}: Fmax" in out and ">= 20 requested: timing met" in out
+    r = json.loads((small_build / "synth" / family / "report.json").read_text())
+    assert r["family"] == family.split("-")[0] and r["smallest_fit"]["device"] == family
+    assert r["luts"] > 0 and r["ffs"] > 0 and r["fmax_mhz"] > 20 and r["timing_met"] is True
+    c = r["cells"]
+    assert c["kind"] == {"machxo2-1200": "TRELLIS_COMB", "gatemate-a1": "CPE_LT"}[family] and c["used"] > 0
+    if family == "machxo2-1200":  # ECP5's packing rules, the carry a CCU2D: within 1% here
+        assert abs(c["predicted"] - c["used"]) <= 0.01 * c["used"], c
+    else:
+        assert c["predicted"] is None  # no pre-check on GateMate
+    bit = Path(r["bitstream"])
+    assert bit.name == "top.bit" and bit.exists() and bit.stat().st_size > 10_000
+    text = Path(r["constraints"]).read_text()
+    assert file_kind(text) == KIND[r["family"]] and parse_constraints(text, file_kind(text)) == r["pins"]
+    assert set(r["pins"]) == set(SHELL_PORTS) and r["pins_bonded_default"]
+    pack = {"machxo2-1200": "yowasp-xo2pack", "gatemate-a1": "yowasp-gmpack"}[family]
+    assert any(c.startswith(f"{pack} top.config top.bit") for c in r["commands"]) and pack in r["tools"]
+
+
+def test_machxo2_clock_goes_to_a_primary_clock_pin():
+    """nextpnr-machxo2 routes a clock only from a primary-clock input (elsewhere: "Failed to route net
+    ... using dedicated routing"): the default pins put clk on a PCLKT pin, the rest on plain ones."""
+    from dwc.fpga.devices import TARGETS, package_of, pin_device
+    from dwc.fpga.pins import SHELL_PORTS, _trellis_iodb, ecp5_bonded_default
+    t = TARGETS["machxo2-1200"]
+    pins = ecp5_bonded_default(pin_device(t), package_of(t), family="machxo2")
+    db = _trellis_iodb(pin_device(t), "machxo2")
+    where = db["packages"][package_of(t)]
+    function = {(m["col"], m["row"], m["pio"]): m.get("function", "") for m in db["pio_metadata"]}
+
+    def fn(pin):
+        p = where[pin]
+        return function[(p["col"], p["row"], p["pio"])]
+    assert list(pins) == list(SHELL_PORTS) and len(set(pins.values())) == len(SHELL_PORTS)
+    assert fn(pins["clk"]).startswith("PCLKT") and not any(fn(p) for k, p in pins.items() if k != "clk")
+
+
+def test_ccf_files_round_trip_and_gatemate_pins_are_where_nextpnr_puts_them(tmp_path):
+    from dwc.core.tools import find_tool
+    from dwc.fpga.pins import constraints_text, file_kind, gatemate_bonded_default, parse_constraints, placed_pins
+    pins = gatemate_bonded_default()
+    text = constraints_text(pins, "gatemate", "a header")
+    assert file_kind(text) == "CCF" and parse_constraints(text, "CCF") == pins
+    board = 'Pin_in "clk" Loc = "IO_SB_A8" | SCHMITT_TRIGGER=true;\nNet "rst" Loc = "IO_EB_B0";  # a button\n'
+    assert file_kind(board) == "CCF" and parse_constraints(board, "CCF") == {"clk": "IO_SB_A8", "rst": "IO_EB_B0"}
+    probe = {**pins, "extra": "IO_WB_B8"}  # and one pin from across the die
+    ports = {port: {"direction": "input", "bits": [i + 2]} for i, port in enumerate(probe)}
+    cells = {f"ib_{port}": {"type": "CC_IBUF", "attributes": {"keep": "1"}, "port_directions": {"I": "input",
+                                                                                              "Y": "output"},
+                            "connections": {"I": [i + 2], "Y": [i + 100]}} for i, port in enumerate(probe)}
+    nets = {port: {"bits": p["bits"]} for port, p in ports.items()}
+    (tmp_path / "t.json").write_text(json.dumps({"modules": {"t": {"attributes": {"top": "1"}, "ports": ports,
+                                                                   "cells": cells, "netnames": nets}}}))
+    (tmp_path / "t.ccf").write_text(constraints_text(probe, "gatemate"))
+    subprocess.run([find_tool("yowasp-nextpnr-himbaechel-gatemate"), "--device", "CCGM1A1", "--vopt", "ccf=t.ccf",
+                    "--json", "t.json", "--write", "w.json"], cwd=tmp_path, capture_output=True, check=True)
+    placed = json.loads((tmp_path / "w.json").read_text())
+    assert placed_pins(placed, "gatemate", "CCGM1A1", "FBGA324") == dict(sorted(probe.items()))
