@@ -10,8 +10,8 @@ Both families count logic in cells that hold more than a LUT, so a LUT count alo
   that end (nextpnr's "LCs used to legalise carry chains").
 * Gowin counts ``LUT4`` and ``ALU`` positions (an ALU is its slice's LUT in arithmetic mode), ``DFF``
   (six per eight LUTs) and the wide-LUT muxes ``MUX2_LUT5``..``8`` apart. A flip-flop that no LUT
-  drives gets a pass-through LUT after placement (the D input comes through its slice's LUT), so
-  LUT4 = LUTs + flip-flops not paired with a LUT. Each carry chain gets a head ALU that feeds its
+  drives gets a pass-through LUT after placement (the D input comes through its slice's LUT) unless
+  it sits beside the ALU that drives it, so LUT4 = LUTs + flip-flops driven by neither. Each carry chain gets a head ALU that feeds its
   carry-in, a tail ALU where its carry-out is read, and a filler to make its length even.
 * MachXO2 (nextpnr-machxo2) is counted with ECP5's rules, its carry the ``CCU2D``: an approximation
   of its own packer (the small core: 338 predicted, 339 placed).
@@ -27,7 +27,7 @@ ecp5/pack.cc) to the netlist yosys wrote. Measured against nextpnr's own count (
 repository's designs; the table below), it was within 0.5% on core + shell (exact on ECP5),
 which is what the fit pre-check needs: a design predicted above the device's capacity is refused
 before place and route. Gowin (himbaechel's gowin/pack.cc, gowin.cc create_passthrough_luts): the
-table's gowin rows, nextpnr-himbaechel-gowin 0.11.1.
+table's gowin rows, nextpnr-himbaechel-gowin 0.11.1, where ALU, DFF and the wide-LUT muxes were exact.
 """
 from __future__ import annotations
 
@@ -67,6 +67,8 @@ GOWIN_BSRAM = ("SP", "SPX9", "SDP", "SDPX9", "SDPB", "SDPX9B", "DP", "DPX9", "DP
 #   InvertedPendulum DWC            shared       ice40-up5k   5,180    5,178 (-0.04%)    5,154 (-0.5%)
 #   InvertedPendulum DWC            shared       ecp5-25k     3,184    3,184 (exact)     3,129 (-1.7%)
 #   Hopper DWC                      shared       ecp5-25k     3,990    3,990 (exact)     3,929 (-1.5%)
+#   small untrained 2 x 32 LUT4     shared       gowin-9k       648    648 (exact)       -         (LUT4)
+#   InvertedPendulum DWC, pipe max  shared       gowin-9k     3,086    3,076 (-0.3%)     -         (LUT4)
 #
 # The iCE40 differences are nextpnr's few "LUTs merged into carry LCs" (5 per design here) and the
 # like, not modelled. yosys optimises core + shell together a little differently from the core
@@ -211,15 +213,16 @@ def _ecp5(n: _Netlist, carry: str = "CCU2C", ram: str = "DP16KD") -> dict:
 def _gowin(n: _Netlist) -> dict:
     luts = [c for c, v in n.cells.items() if v["type"] in ("LUT1", "LUT2", "LUT3", "LUT4")]
     ffs = {c for c, v in n.cells.items() if v["type"].startswith("DFF")}
-    # constrain_lutffs: each LUT with the first unpaired flip-flop its output drives
+    alus = n.of_type("ALU")
+    # constrain_lutffs: each LUT with the first unpaired flip-flop its output drives; a flip-flop an
+    # ALU's sum drives sits beside that ALU, whose slot needs no pass-through either
     paired: set = set()
-    for lut in luts:
-        f = n.bit(lut, "F")
+    for cell, out in [(lut, "F") for lut in luts] + [(alu, "SUM") for alu in alus]:
+        f = n.bit(cell, out)
         for user, port in n.users.get(f, []) if f is not None else []:
             if port == "D" and user in ffs and user not in paired:
                 paired.add(user)
                 break
-    alus = n.of_type("ALU")
     # pack_alus: a chain continues while a carry-out feeds exactly one ALU's carry-in
     nxt = {}
     for a in alus:

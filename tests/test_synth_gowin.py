@@ -95,8 +95,8 @@ def test_cst_files_round_trip_and_are_told_apart(small_build, tmp_path, capsys):
 
 
 def test_gowin_fit_prediction_follows_nextpnrs_packing_rules():
-    """dwc.fpga.fit's Gowin rules on a hand-made netlist: a flip-flop no LUT drives gets a pass-through
-    LUT (a LUT drives one flip-flop of its own at most); a carry chain gets a carry-in ALU, a carry-out
+    """dwc.fpga.fit's Gowin rules on a hand-made netlist: a flip-flop no LUT or ALU drives gets a
+    pass-through LUT (a LUT drives one flip-flop of its own at most); a carry chain gets a carry-in ALU, a carry-out
     ALU where logic reads its carry, and a filler to an even length."""
     from dwc.fpga.fit import capacity, predict
 
@@ -114,11 +114,12 @@ def test_gowin_fit_prediction_follows_nextpnrs_packing_rules():
         "alu0": cell("ALU", I0=2, I1=3, CIN="0", COUT=20, SUM=21),
         "alu1": cell("ALU", I0=4, I1=5, CIN=20, COUT=22, SUM=23),
         "lut_r": cell("LUT1", I0=22, F=24),  # reads the chain's carry-out
+        "ff_d": cell("DFF", CLK=1, D=23, Q=25),  # beside the ALU whose sum it holds: no pass-through
     }
     netlist = {"modules": {"t": {"attributes": {"top": "1"}, "cells": cells,
-                                 "ports": {"q": {"direction": "output", "bits": [12, 13, 15, 21, 23, 24]}}}}}
+                                 "ports": {"q": {"direction": "output", "bits": [12, 13, 15, 21, 24, 25]}}}}}
     p = predict([(netlist, "t")], "gowin")
-    assert p["detail"]["ffs_with_their_lut"] == 1 and p["LUT4"] == 3 + 2  # LUTs + pass-throughs
-    assert p["ALU"] == 2 + 2 and p["DFF"] == 3 and p["MUX2_LUT5"] == 1 and p["LUT4+ALU"] == 9  # head + tail, even
+    assert p["detail"]["ffs_with_their_lut"] == 2 and p["LUT4"] == 3 + 2  # LUTs + pass-throughs
+    assert p["ALU"] == 2 + 2 and p["DFF"] == 4 and p["MUX2_LUT5"] == 1 and p["LUT4+ALU"] == 9  # head + tail, even
     cap = capacity("gowin", 8640, 6480, 26)
     assert cap["LUT4+ALU"] == 8640 and cap["ALU"] == 6480 and cap["MUX2_LUT5"] == 4320 and cap["BSRAM"] == 26
