@@ -123,3 +123,20 @@ def test_gowin_fit_prediction_follows_nextpnrs_packing_rules():
     assert p["ALU"] == 2 + 2 and p["DFF"] == 4 and p["MUX2_LUT5"] == 1 and p["LUT4+ALU"] == 9  # head + tail, even
     cap = capacity("gowin", 8640, 6480, 26)
     assert cap["LUT4+ALU"] == 8640 and cap["ALU"] == 6480 and cap["MUX2_LUT5"] == 4320 and cap["BSRAM"] == 26
+
+
+def test_a_design_too_big_for_a_gowin_die_is_refused_with_its_numbers():
+    """The pre-check holds LUT4 and ALU together to the die's LUT positions (they share them), and the
+    ALUs, flip-flops and wide-LUT muxes each to their own count: the numbers of the shipped
+    InvertedPendulum DWC at --pipeline max (measured on gowin-9k) do not fit the GW1NZ-1."""
+    from dwc.fpga.devices import TARGETS
+    from dwc.fpga.synth import DoesNotFit, _fits
+    need = {"LUT4": 3076, "ALU": 448, "DFF": 1381, "BSRAM": 1, "MUX2_LUT5": 934, "MUX2_LUT6": 384, "MUX2_LUT7": 3,
+            "MUX2_LUT8": 1, "LUT4+ALU": 3524, "detail": {"luts": 2451, "ffs": 1381, "ffs_with_their_lut": 756,
+                                                        "alu": 336, "chain_alus_added": 112}}
+    _fits("gowin-9k", TARGETS["gowin-9k"], need, "core + shell")  # 41% of its LUT positions
+    with pytest.raises(DoesNotFit) as e:
+        _fits("gowin-1k", TARGETS["gowin-1k"], need, "core + shell")
+    msg = str(e.value)
+    assert "gowin-1k (GW1NZ-LV1QN48C6/I5) is too small" in msg and "LUT4+ALU 3524/1152" in msg
+    assert "DFF 1381/864" in msg and "625 pass-through LUTs" in msg and "\n" not in msg
