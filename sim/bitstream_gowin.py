@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from dwc.core.tools import ToolMissing, find_tool, run_tool
-from dwc.sim.bitstream import TOP, BitstreamError, NotReproduced, public_ports, write_if_changed, yosys_share
+from dwc.sim.bitstream_base import TOP, BitstreamError, NotReproduced, public_ports, write_if_changed, yosys_share
 
 ALU_MODEL = """// A Gowin ALU as the hardware computes it from its LUT's 16 bits (Apicula doc/alu.md): the LUT4 is the
 // propagate, its low 4 bits (inputs A, B) the generate of a mux carry. Ports as LUT4's, plus the carry.
