@@ -108,7 +108,7 @@ def test_build_takes_every_train_option_with_its_name_default_and_help():
         # the training --target is --train-target in build, whose --target is the FPGA to synthesise for
         want = ("--train-target",) if dest == "target" else flags
         if dest == "eval_episodes":  # build's --episodes also counts the RTL's episodes, and says so
-            assert build[dest][:2] == (want, default) and "(as dwc train; default 10)" in build[dest][2]
+            assert build[dest][:2] == (want, default) and "(default 10, as dwc train)" in build[dest][2]
             continue
         assert build[dest] == (want, default, help_), dest
     assert build["synth_target"][0] == ("--target",)
