@@ -10,7 +10,7 @@ from dwc.core.targets import FAMILIES
 
 @dataclass(frozen=True)
 class Target:
-    family: str  # ecp5 | ice40 | gowin | machxo2 | gatemate | xc7
+    family: str  # ecp5 | ice40 | gowin | machxo2 | gatemate | nexus | xc7
     synth: str  # yosys command
     nextpnr: tuple = ()  # device arguments; empty = no place and route
     luts: int = 0  # LUT capacity of the device (LUT4 for ecp5/ice40, LUT6 for xc7)
@@ -51,6 +51,11 @@ TARGETS = {
     # LUT trees (-luttree), and its 8-input muxes do not place (-nomx8)
     "gatemate-a1": Target("gatemate", "synth_gatemate -luttree -nomx8", ("--device", "CCGM1A1"), 40960, 40960,
                           "CCGM1A1", pinout_device="CCGM1A1", package="FBGA324"),
+    # CrossLink-NX (nextpnr-nexus, prjoxide). -noccu2: yosys 0.70 starts carry chains from a constant cell
+    # (VLO) that nextpnr-nexus 0.11.1 refuses ("CIN net ... driven by non-CCU2 cell"), so comparators and
+    # adders are built from LUTs
+    "nexus-40k": Target("nexus", "synth_lattice -family lifcl", ("--device", "LIFCL-40-9BG400C"), 32256, 32256,
+                        "LIFCL-40-9BG400C", "-noccu2", "-noccu2", pinout_device="LIFCL-40-9BG400C", package="CABGA400"),
     "xc7": Target("xc7", "synth_xilinx -family xc7", (), 20800, 41600, "xc7a35t (for capacity only)"),
 }
 # A family as a target: its devices smallest first (dwc.core.targets), synthesised for the first the core fits
@@ -70,19 +75,21 @@ def device_for(target: str) -> Target:
 
 # Cell names -> report categories, per family (yosys `stat` names after mapping).
 LUT_CELLS = {"ecp5": ("LUT4",), "ice40": ("SB_LUT4",), "gowin": ("LUT1", "LUT2", "LUT3", "LUT4"), "machxo2": ("LUT4",),
-             "gatemate": ("CC_LUT1", "CC_LUT2", "CC_L2T4", "CC_L2T5"),
+             "gatemate": ("CC_LUT1", "CC_LUT2", "CC_L2T4", "CC_L2T5"), "nexus": ("LUT4",),
              "xc7": ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6")}
-FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "gowin": ("DFF",), "machxo2": ("TRELLIS_FF",), "gatemate": ("CC_DFF",),
-             "xc7": ("FD",)}
+FF_PREFIX = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",), "gowin": ("DFF",), "machxo2": ("TRELLIS_FF",),
+             "gatemate": ("CC_DFF",), "nexus": ("FD1P3",), "xc7": ("FD",)}
 # LUT positions per carry cell (a Gowin ALU is its slice's LUT4 in arithmetic mode)
 CARRY_SITES = {"ecp5": {"CCU2C": 2}, "ice40": {"SB_CARRY": 1}, "gowin": {"ALU": 1}, "machxo2": {"CCU2D": 2},
-               "gatemate": {"CC_ADDF": 1}, "xc7": {"CARRY4": 4}}
+               "gatemate": {"CC_ADDF": 1}, "nexus": {"CCU2": 2}, "xc7": {"CARRY4": 4}}
 # yosys options for the core synthesised alone (no pins): synth_gowin would put I/O buffers on its ports
-CORE_ONLY_OPTS = {"gowin": " -noiopads", "gatemate": " -noiopad -noclkbuf"}
+CORE_ONLY_OPTS = {"gowin": " -noiopads", "gatemate": " -noiopad -noclkbuf", "nexus": " -noiopad"}
+# LUT positions per wide-function cell: Nexus' WIDEFN9 (a 5-input function) fills two LUT4 sites
+WIDE_SITES = {"nexus": {"WIDEFN9": 2}}
 # Block RAMs per device (nextpnr's ICESTORM_RAM / DP16KD / BSRAM capacity)
 RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-45k": 108, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "gowin-1k": 4,
               "gowin-4k": 10, "gowin-9k": 26, "gowin-18k": 46, "machxo2-1200": 7, "gatemate-a1": 32,
-              "xc7": 50}
+              "nexus-40k": 84, "xc7": 50}
 
 
 def default_options(t: Target, ports: dict) -> str:
@@ -94,7 +101,9 @@ def default_options(t: Target, ports: dict) -> str:
     the registered action table into a block RAM whose 5.6 ns clock-to-output caps Fmax near
     125 MHz (shipped InvertedPendulum DWC, pipeline max: 125.6 MHz default, 184.9 with
     -cmp2softlogic -nobram, 202.2 with -nobram). iCE40: abc9 (the default) beats -noabc (162 vs
-    545 LUT4)."""
+    545 LUT4). Gowin: yosys' default, the action table in a BSRAM: the same InvertedPendulum DWC on
+    gowin-9k reached 167.2 MHz so and 127.5 with -nobram (100 MHz requested, seed 1). Nexus:
+    -noccu2 (see TARGETS)."""
     deep = any(c.startswith("adder") for c in ports.get("register_cuts", []))
     return t.deep_opts if deep and t.deep_opts else t.default_opts
 
@@ -111,4 +120,5 @@ def pin_device(t: Target) -> str:
 
 def pnr_tool(t: Target) -> str:
     """The YoWASP nextpnr that places and routes the device."""
-    return f"yowasp-nextpnr-himbaechel-{t.family}" if t.family in ("gowin", "gatemate") else f"yowasp-nextpnr-{t.family}"
+    himbaechel = t.family in ("gowin", "gatemate")
+    return f"yowasp-nextpnr-himbaechel-{t.family}" if himbaechel else f"yowasp-nextpnr-{t.family}"

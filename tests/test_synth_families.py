@@ -1,6 +1,6 @@
-"""``dwc synth`` for the smaller open families: Lattice MachXO2 (nextpnr-machxo2, Trellis' xo2pack) and
-Cologne Chip GateMate (nextpnr-himbaechel-gatemate, gmpack), on the small core; their constraints files
-and pin tables alone."""
+"""``dwc synth`` for the smaller open families: Lattice MachXO2 (nextpnr-machxo2, Trellis' xo2pack),
+Cologne Chip GateMate (nextpnr-himbaechel-gatemate, gmpack) and Lattice Nexus (nextpnr-nexus, prjoxide),
+on the small core; their constraints files and pin tables alone."""
 import json
 import subprocess
 from pathlib import Path
@@ -11,7 +11,8 @@ from dwc.cli import main
 
 
 @pytest.mark.slow  # ~2 minutes each on a loaded 2-core machine
-@pytest.mark.parametrize("target,family", [("machxo2", "machxo2-1200"), ("gatemate", "gatemate-a1")])
+@pytest.mark.parametrize("target,family", [("machxo2", "machxo2-1200"), ("gatemate", "gatemate-a1"),
+                                           ("nexus", "nexus-40k")])
 def test_family_synth_place_route_and_pack(small_build, target, family, capsys):
     """A family target places the small core on its device at 20 MHz, packs a bitstream, and reports
     the placed cells, the timing verdict and the pins it constrained."""
@@ -23,18 +24,20 @@ def test_family_synth_place_route_and_pack(small_build, target, family, capsys):
     assert r["family"] == family.split("-")[0] and r["smallest_fit"]["device"] == family
     assert r["luts"] > 0 and r["ffs"] > 0 and r["fmax_mhz"] > 20 and r["timing_met"] is True
     c = r["cells"]
-    assert c["kind"] == {"machxo2-1200": "TRELLIS_COMB", "gatemate-a1": "CPE_LT"}[family] and c["used"] > 0
+    assert c["kind"] == {"machxo2-1200": "TRELLIS_COMB", "gatemate-a1": "CPE_LT", "nexus-40k": "OXIDE_COMB"}[family]
+    assert c["used"] > 0
     if family == "machxo2-1200":  # ECP5's packing rules, the carry a CCU2D: within 1% here
         assert abs(c["predicted"] - c["used"]) <= 0.01 * c["used"], c
     else:
-        assert c["predicted"] is None  # no pre-check on GateMate
+        assert c["predicted"] is None  # no pre-check on GateMate and Nexus
     bit = Path(r["bitstream"])
     assert bit.name == "top.bit" and bit.exists() and bit.stat().st_size > 10_000
     text = Path(r["constraints"]).read_text()
     assert file_kind(text) == KIND[r["family"]] and parse_constraints(text, file_kind(text)) == r["pins"]
     assert set(r["pins"]) == set(SHELL_PORTS) and r["pins_bonded_default"]
-    pack = {"machxo2-1200": "yowasp-xo2pack", "gatemate-a1": "yowasp-gmpack"}[family]
-    assert any(c.startswith(f"{pack} top.config top.bit") for c in r["commands"]) and pack in r["tools"]
+    pack = {"machxo2-1200": "yowasp-xo2pack top.config", "gatemate-a1": "yowasp-gmpack top.config",
+            "nexus-40k": "yowasp-prjoxide pack top.fasm"}[family]
+    assert any(c.startswith(f"{pack} top.bit") for c in r["commands"]) and pack.split()[0] in r["tools"]
 
 
 def test_machxo2_clock_goes_to_a_primary_clock_pin():
@@ -76,3 +79,20 @@ def test_ccf_files_round_trip_and_gatemate_pins_are_where_nextpnr_puts_them(tmp_
                     "--json", "t.json", "--write", "w.json"], cwd=tmp_path, capture_output=True, check=True)
     placed = json.loads((tmp_path / "w.json").read_text())
     assert placed_pins(placed, "gatemate", "CCGM1A1", "FBGA324") == dict(sorted(probe.items()))
+
+
+def test_pdc_files_round_trip_and_nexus_pins_are_asked_of_nextpnr(tmp_path, capsys, small_build):
+    """Nexus pins come from nextpnr-nexus itself (a pack of one input per pin, seconds): the default
+    pins are plain 3.3 V pins, the clock on a primary-clock one; a pin it refuses stops dwc synth
+    before any tool runs, with nextpnr's reason on one line."""
+    from dwc.fpga.pins import NEXUS_DEFAULT, constraints_text, file_kind, nexus_pin_sites, parse_constraints
+    text = constraints_text(NEXUS_DEFAULT, "nexus", "a header")
+    assert file_kind(text) == "PDC" and parse_constraints(text, "PDC") == NEXUS_DEFAULT
+    assert parse_constraints("ldc_set_location -site {E12} [get_ports {clk}]\n", "PDC") == {"clk": "E12"}
+    sites = nexus_pin_sites("LIFCL-40-9BG400C", list(NEXUS_DEFAULT.values()))
+    assert sites["K2"] == "X0/Y19/PIOA" and len(set(sites.values())) == 7
+    pdc = tmp_path / "p.pdc"
+    pdc.write_text(constraints_text({**NEXUS_DEFAULT, "sin": "B2"}, "nexus"))  # B2 is a D-PHY pin
+    assert main(["synth", str(small_build), "--target", "nexus-40k", "--pins", str(pdc)]) == 2
+    err = capsys.readouterr().err
+    assert "B2: not a 3.3 V I/O pin of LIFCL-40-9BG400C" in err and "DPHY0_DP0" in err and len(err.splitlines()) == 1

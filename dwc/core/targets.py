@@ -25,6 +25,7 @@ FAMILIES = {
     # Cologne Chip's logic cell (CPE) is no LUT4 but a tree of 2-input LUTs (yosys maps a LUT4 to one
     # where it decomposes, else to a 5-input tree with a mux): trained as 4-input LUTs, its nearest size
     "gatemate": Family(4, ("gatemate-a1",)),
+    "nexus": Family(4, ("nexus-40k",)),  # CrossLink-NX LIFCL-40 (its evaluation board's BG400)
     "xc7": Family(6, ("xc7",), placed=False),  # synthesis and a capacity estimate only
 }
 NATIVE_LUT_INPUTS = {name: f.lut_inputs for name, f in FAMILIES.items()}
