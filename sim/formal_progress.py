@@ -3,8 +3,10 @@
 lemma is expected to need and the most it may try; the size of each SAT problem), a line at least every
 30 s while one goes on (:class:`dwc.core.tools.Stage`), and each one's end with its outcome and seconds::
 
-    [reference] lemma 5/14 adder level 1: induction length 2 (expected 2, at most 16), base case 2: 145,685 variables ... 12 s
+    [reference] lemma 5/14 adder level 1: induction length 2 (expected 2, at most 16), base case 2:
+    145,685 variables ... 12 s
     [reference] lemma 5/14 adder level 1: proved, 24 s
+    [netlist] induction: ...: net 1,234 of 2,378 ... 60 s
 """
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from dwc.core.tools import Stage
 _MARK = re.compile(r"DWC-STAGE (\S+)")
 _LENGTH = re.compile(r"\*\* Trying induction with length (\d+) \*\*")
 _SOLVE = re.compile(r"\[(base case|induction step) (\d+)\] Solving problem with (\d+) variables")
-_EQUIV = re.compile(r"(Proving existence of base case|Proving induction step) (?:for step )?(\d+)\. \(\d+ clauses over (\d+) variables\)")
+_EQUIV = re.compile(r"(Proving existence of base case|Proving induction step) (?:for step )?(\d+)\. "
+                    r"\(\d+ clauses over (\d+) variables\)")
 _PASS = re.compile(r"\d+\. Executing (\S+) pass")
+_CELLS = re.compile(r"Found (\d+) unproven \$equiv cells")
 _ENDS = (("Induction step proven: SUCCESS!", "proved"), ("model found for base case: FAIL!", "counterexample"),
          ("SAT proof finished - no model found: SUCCESS!", "proved"),
          ("SAT proof finished - model found: FAIL!", "counterexample"),
@@ -29,9 +33,16 @@ class _Step(Stage):
 
     def __init__(self, log, prefix: str, what: str, expect: int | None, most: int):
         self.expect, self.most, self.length, self.outcome = expect, most, None, None
+        self.cells = self.tried = 0  # equiv_simple -v: the shared nets to prove, and those tried so far
         super().__init__(log, prefix, what)
 
     def line(self, text: str) -> None:
+        if "Trying to prove $equiv cell" in text:  # one per net: counted, shown by the heartbeat
+            self.tried += 1
+            self.phase = f"net {self.tried:,} of {self.cells:,}"
+            return
+        if m := _CELLS.search(text):
+            self.cells = int(m.group(1))
         phase = None
         if m := _LENGTH.search(text):
             self.length = int(m.group(1))

@@ -19,12 +19,16 @@ def claim_reference(latency: int) -> str:
 ASSUMPTIONS_REFERENCE = ("Power-up state: every register at its declared initial value (0). One clock, "
                          "rising edge. The reference is the IR as plain Verilog (dwc.backends.reference_verilog); "
                          "both designs as read by yosys's Verilog front end.")
-METHOD_REFERENCE = ("A chain of lemmas, one per component boundary (comparator bits, LUT layers, popcounts, "
-                    "action tables, then the ports), each proved by yosys sat -tempinduct (MiniSat) from "
-                    "power-up: the core and the reference cut at the previous boundary and driven by the "
-                    "same values, the core's nets equal the reference's whenever the pipeline has carried "
-                    "them that far without a reset. Identical logic on both sides is merged first (opt_merge), "
-                    "the solver proves the rest. When a lemma fails, the contract in one piece (nothing cut).")
+METHOD_REFERENCE = ("A chain of lemmas, one per component boundary (comparator bits, LUT layers, the popcount "
+                    "trees' counters and registered adder levels against the reference's named partial sums, "
+                    "popcounts, action tables, then the ports), each proved by yosys sat -tempinduct "
+                    "(MiniSat) from power-up: the core and the reference cut at the previous boundary (the "
+                    "core's pipeline register where it has one) and driven by the same values, the core's "
+                    "nets equal the reference's, delayed as the pipeline delays them, whenever the pipeline "
+                    "has carried them that far without a reset; partial sums also at most their count of "
+                    "bits, which the next lemma assumes. Identical logic on both sides is merged first "
+                    "(opt_merge), the solver proves the rest. When a lemma fails, the contract in one piece "
+                    "(nothing cut).")
 CLAIM_NETLIST = ("For every input sequence, in every clock cycle from power-up: every net the netlist and "
                  "dwc_core.v share by name (the ports action and valid_out, the pipeline registers, the "
                  "kept nets between components) has the same value in both.")
@@ -33,9 +37,10 @@ ASSUMPTIONS_NETLIST = ("Power-up state: every register at its declared initial v
                        "netlist's cells as yosys defines them.")
 METHOD_NETLIST = ("Register and net correspondence by name (yosys equiv_make). Power-up: a miter of every "
                   "shared net, one cycle from the declared initial values (sat). Induction step: if every "
-                  "shared net is equal in a cycle, every one is equal in the next (equiv_induct -seq 1, "
-                  "MiniSat; each net proved with the shared nets it reads in that cycle taken as equal). "
-                  "Hence all are equal in every cycle. When a net is not proved, the outputs alone are "
+                  "shared net is equal in a cycle, every one is equal in the next, proved net by net "
+                  "(equiv_simple: each net from the shared nets its logic reads, in its cycle or through a "
+                  "register in the one before, taken as equal), then any left in one problem (equiv_induct "
+                  "-seq 1), MiniSat. Hence all are equal in every cycle. When a net is not proved, the outputs alone are "
                   "checked (miter, sat -tempinduct) for a counterexample.")
 
 

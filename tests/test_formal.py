@@ -122,6 +122,33 @@ def test_without_the_input_register(tmp_path, pipeline):
     assert lemmas[-1] == "contract" and (pipeline == 0 or "comparators" in lemmas), lemmas
 
 
+POLICIES = Path(__file__).parent.parent / "policies"
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+@pytest.mark.parametrize("policy", ["inverted-pendulum-v5-gates", "inverted-pendulum-v5-dwc"])
+def test_a_shipped_policy_at_the_deepest_pipeline(tmp_path, policy, capsys):
+    """The shipped gates policy (one 507-bit popcount, a tree of 8 levels) and the InvertedPendulum DWC
+    at pipeline max: the reference proof passes lemma by lemma, each registered adder level its own
+    small lemma (the popcount in one lemma, induction length 8, ran out of 600 s), with progress lines
+    that name each lemma as it runs and how it ended."""
+    out = tmp_path / "b"
+    assert main(["compile", str(POLICIES / policy), "--out", str(out), "--pipeline", "max"]) == 0
+    capsys.readouterr()
+    code, r = _formal(out, "--formal-proof", "reference")
+    printed = capsys.readouterr().out
+    p = r["proofs"]["reference"]
+    assert code == 0 and p["status"] == "proved", p
+    lemmas = [s["lemma"] for s in p["lemmas"]]
+    levels = [n for n in lemmas if n.startswith("adder level")]
+    assert len(levels) >= 5 and lemmas[-3:] == ["popcounts", "action tables", "contract"], lemmas
+    # the solver needs no longer induction than a lemma's registers (the contract: the valid bit's L)
+    assert all(s["induction_length"] <= max(1, s["depth"]) for s in p["lemmas"][:-1]), p["lemmas"]
+    assert f"lemma {len(lemmas)}/{len(lemmas)} contract: proved" in printed
+    assert re.search(r"lemma \d+/\d+ adder level 2: proved, \d+ s", printed)
+
+
 def _observable_lut_flip(g: Graph) -> Graph:
     """The graph with one truth-table bit of the last layer flipped where it changes an action."""
     q = _random_obs(g, 3000)
@@ -147,14 +174,30 @@ def _observable_threshold_shift(g: Graph) -> Graph:
     raise AssertionError("no observable threshold")
 
 
-@pytest.mark.parametrize("mutate", [_observable_lut_flip, _observable_threshold_shift])
-def test_a_changed_core_is_refused_with_a_real_counterexample(tmp_path, mutate, capsys):
-    """The core is compiled from a graph with one LUT bit or one comparator threshold changed;
-    graph.json (the reference) is the original. --formal exits 1 with a counterexample, and the
-    numpy executors confirm it: the original graph gives the reference's action, the changed one the core's."""
+def _observable_popcount_input(g: Graph) -> Graph:
+    """One popcount reads a different bit of the last layer (an adder tree summing the wrong bits)."""
+    q = _random_obs(g, 3000)
+    base = ref.actions_int(g, q)
+    for a, grp in enumerate(list(g.groups)):
+        for k in range(len(grp)):
+            for j in set(range(len(g.layers[-1]))) - set(grp):
+                g.groups[a] = grp[:k] + [j] + grp[k + 1:]
+                if (ref.actions_int(g, q) != base).any():
+                    return g
+        g.groups[a] = grp
+    raise AssertionError("no observable popcount input")
+
+
+@pytest.mark.parametrize("mutate, pipeline", [(_observable_lut_flip, 1), (_observable_threshold_shift, 1),
+                                              (_observable_popcount_input, "max")])
+def test_a_changed_core_is_refused_with_a_real_counterexample(tmp_path, mutate, pipeline, capsys):
+    """The core is compiled from a graph with one LUT bit, one comparator threshold or one popcount's
+    input changed (the last in the deepest pipeline, where each adder level is a lemma); graph.json (the
+    reference) is the original. --formal exits 1 with a counterexample, and the numpy executors confirm
+    it: the original graph gives the reference's action, the changed one the core's."""
     g = _lut_graph()
-    changed = mutate(Graph.from_dict(g.to_dict()))
-    build = _build(tmp_path / "b", g, pipeline=1, rtl_graph=changed)
+    changed = mutate(Graph.from_dict(json.loads(json.dumps(g.to_dict()))))  # shares no list with g
+    build = _build(tmp_path / "b", g, pipeline=pipeline, rtl_graph=changed)
     code, r = _formal(build, "--formal-proof", "reference")
     assert code == 1 and not r["proved"] and "COUNTEREXAMPLE" in capsys.readouterr().out
     p = r["proofs"]["reference"]
