@@ -71,28 +71,24 @@ def check_frames(path: Path) -> int:
     lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip() and not ln.startswith("//")]
     if not lines or any(set(ln) - {"0", "1"} or len(ln) % 8 for ln in lines):
         raise CorruptBitstream(f"{path} is not a Gowin .fs bitstream (lines of 0 and 1, whole bytes)")
-    data = bytearray()
-    declared = None
+    data, declared, checked = bytearray(), None, 0
     for n, line in enumerate(lines):
         b = int(line, 2).to_bytes(len(line) // 8, "big")
         if declared is None:  # the header: 3 lines of preamble, then commands up to the frame count (0x3b)
             if n >= 3 and b[0] != 0xD2:  # the SPI address command is not in the CRC
                 data.extend(b)
             if n >= 3 and b[0] == 0x3B:
-                declared, first = int.from_bytes(b[2:], "big"), n + 1
+                declared = int.from_bytes(b[2:], "big")
             continue
-        frame = n - first
-        if frame == declared:
+        if checked == declared:  # the closing commands
             break
         data.extend(b[:-8])
         if crc(data) != b[-8] | (b[-7] << 8):
-            raise CorruptBitstream(f"{path}: frame {frame} of {declared} fails its CRC-16 (a changed bit)")
-        data = bytearray(b[-6:])
+            raise CorruptBitstream(f"{path}: frame {checked} of {declared} fails its CRC-16 (a changed bit)")
+        data, checked = bytearray(b[-6:]), checked + 1
     else:
-        got = 0 if declared is None else len(lines) - first
-        raise CorruptBitstream(f"{path}: cut short, {got} of {declared or 'its'} configuration frames")
-    if first + declared >= len(lines):
-        raise CorruptBitstream(f"{path}: cut short after its {declared} frames (no closing commands)")
+        raise CorruptBitstream(f"{path}: cut short, {checked} of {declared or 'its'} configuration frames"
+                               + (" and no closing commands" if declared and checked == declared else ""))
     return declared
 
 
@@ -117,15 +113,15 @@ def pin_sites(report: dict, db) -> dict[str, str]:
     return {p: pinout[str(n)][0] for p, n in report["pins"].items()}
 
 
-def _unpack(out: Path, device: str, args: list[str]) -> list[str]:
-    """Both decodes at once (two processes); the commands run."""
+def _unpack(out: Path, device: str, args: list[list[str]]) -> list[str]:
+    """gowin_unpack on ``out/top.fs`` once per argument list, the runs at the same time; the commands run."""
     unpack = find_tool("gowin_unpack")
     runs = [[unpack, "-d", device, *a, "top.fs"] for a in args]
     env = {**os.environ, "PYTHONHASHSEED": "0"}  # it writes sets: the same text from the same bitstream
     procs = [subprocess.Popen(r, cwd=out, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
              for r in runs]
-    for r, p in zip(runs, procs):
-        text = p.communicate()[0]
+    texts = [p.communicate()[0] for p in procs]
+    for r, p, text in zip(runs, procs, texts):
         (out / (Path(r[r.index("-o") + 1]).stem + ".log")).write_text(text)
         if p.returncode != 0:
             raise CorruptBitstream(f"gowin_unpack failed on {out / 'top.fs'} (exit {p.returncode}): "

@@ -42,7 +42,8 @@ def check_passed(build: Path, target: str) -> dict:
     assert d["steps"] == r["designs"]["rtl"]["steps"] > 0 and d["return_rtl"] == d["return_ref"]
     assert sum(r["vectors"].values()) > 40
     b = r["bitstreams"][target]
-    assert b["top"] == "shell" and b["bitstream"].endswith({"ice40-up5k": "top.bin", "ecp5-25k": "top.bit"}[target])
+    files = {"ice40-up5k": "top.bin", "ecp5-25k": "top.bit", "gowin-9k": "top.fs"}
+    assert b["top"] == "shell" and b["bitstream"].endswith(files[target])
     assert len(b["bitstream_sha256"]) == 64
     return r
 
