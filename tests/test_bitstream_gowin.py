@@ -20,7 +20,7 @@ TARGET = "gowin-9k"
 
 
 @pytest.mark.slow
-def test_gowin_bitstream_decoded_matches_the_reference(small_build, capsys):
+def test_gowin_bitstream_decoded_matches_the_reference(small_build, capsys, monkeypatch):
     synthesised(small_build, TARGET)
     capsys.readouterr()
     assert main(["verify", str(small_build), "--bitstream", "--target", TARGET, *QUICK]) == 0
@@ -34,6 +34,14 @@ def test_gowin_bitstream_decoded_matches_the_reference(small_build, capsys):
     decoded = Path(b["cells_netlist"]).read_text()
     pins = json.loads((small_build / "synth" / TARGET / "report.json").read_text())["pins"]
     assert all(re.search(rf"^(input|output) {p};", decoded, re.M) for p in pins)  # pads named by the placed pins
+    import dwc.sim.bitstream as bs  # without apycula's decoder: one line that says what to install
+    from dwc.core.tools import ToolMissing
+    find = bs.find_tool
+    monkeypatch.setattr(bs, "find_tool", lambda name: (_ for _ in ()).throw(ToolMissing(name))
+                        if name == "gowin_unpack" else find(name))
+    assert main(["verify", str(small_build), "--bitstream", "--target", TARGET, *QUICK]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "gowin_unpack" in err and "pip install apycula" in err and len(err.splitlines()) == 1
 
 
 def fs_lines(fs: Path) -> tuple[list[str], list[int]]:
