@@ -1,5 +1,7 @@
 """``dwc synth``: the compiled core through open-source synthesis, place and route, and bitstream
-packing (YoWASP builds of yosys, nextpnr, ecppack/icepack), with a JSON report per target.
+packing (YoWASP builds of yosys, nextpnr and the packers: ecppack, icepack, xo2pack, gmpack, prjoxide;
+apycula's gowin_pack), with a JSON report per target; the command lines per family are
+:mod:`dwc.fpga.pnr_commands`.
 
 Per target, in BUILD/synth/<target>/:
 1. yosys maps ``dwc_core`` alone to the target's cells: the core's resources (LUTs, FFs, carries).
@@ -9,7 +11,7 @@ Per target, in BUILD/synth/<target>/:
    alone and then on core + shell, and a design that cannot fit is refused with the numbers. Then
    nextpnr places and routes it at a requested clock and it is packed into a bitstream; Fmax and
    the placed cells come from nextpnr's report, and the pins nextpnr used are written back as a
-   PCF/LPF (:mod:`dwc.fpga.pins`) that ``--pins`` takes. The shell's own cost (one FF per port
+   PCF/LPF/CST/CCF/PDC (:mod:`dwc.fpga.pins`) that ``--pins`` takes. The shell's own cost (one FF per port
    bit) is measured separately and reported apart from the core.
 3. ``xc7`` stops after step 1 (a resource estimate for comparison with published Artix-7 figures).
 4. An energy-per-action estimate (:mod:`dwc.fpga.energy`): measured switching activity times assumed
@@ -289,9 +291,11 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
     except RuntimeError:
         over = overused(work / "nextpnr.log")
         if over:
+            kind = fit.CELL_KIND[t.family]
+            said = f" (predicted {need[kind]} {kind})" if kind in need else " (nextpnr's count; not predicted here)"
             raise DoesNotFit(f"{target} ({t.device}) is too small for this core: " + "; ".join(
-                f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + f" (predicted {need.get(fit.CELL_KIND[t.family])}"
-                f" {fit.CELL_KIND[t.family]}); choose a larger target or a smaller circuit") from None
+                f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + f"{said}; choose a larger target or a smaller "
+                f"circuit") from None
         raise
     if router != "router1":
         pnr += ["--router", router]
