@@ -115,7 +115,11 @@ class _Tail:
             return
         lines = text.split("\n")
         for line in lines[:-1]:  # the last one is incomplete (or empty)
-            self.callback(json.loads(line))
+            try:
+                event = json.loads(line)
+            except ValueError:  # not the bench's writing (a file rewritten under it): not an event
+                continue
+            self.callback(event)
         self.offset += len(text) - len(lines[-1])
 
     def _poll(self):

@@ -139,7 +139,7 @@ def _default(sub, dest):
 
 def test_one_default_clock_everywhere():
     """compile --pipeline auto, build, synth, demo and sweeps request the same clock unless told (dwc
-    synth places for it without requiring it when no --freq is given: tests/test_synth.py)."""
+    synth and dwc build place for it without requiring it when no --freq is given: tests/test_synth.py)."""
     import inspect
 
     import dwc.flows.build
@@ -150,10 +150,11 @@ def test_one_default_clock_everywhere():
     from dwc.core.errors import UserError
     from dwc.fpga.synth import synth, synth_build
     from dwc.flows.sweep_spec import HARDWARE_KEYS
-    assert {_default(sub, "freq") for sub in ("compile", "build")} == {DEFAULT_FREQ_MHZ}
-    assert _default("synth", "freq") is None
+    assert _default("compile", "freq") == DEFAULT_FREQ_MHZ
+    assert _default("synth", "freq") is None and _default("build", "freq") is None
+    assert inspect.signature(build).parameters["freq"].default is None
     defaults = {inspect.signature(f).parameters[p].default
-                for f, p in ((build, "freq"), (compile_run, "freq"), (synth, "freq_mhz"), (synth_build, "freq_mhz"))}
+                for f, p in ((compile_run, "freq"), (synth, "freq_mhz"), (synth_build, "freq_mhz"))}
     assert defaults == {HARDWARE_KEYS["freq"]} == {DEFAULT_FREQ_MHZ}
     asked = []
 
@@ -164,7 +165,7 @@ def test_one_default_clock_everywhere():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(dwc.flows.build, "build", build_stub)
         assert main(["demo", "--out", "unused"]) == 2
-    assert asked == [DEFAULT_FREQ_MHZ]
+    assert asked == [None]  # placed for DEFAULT_FREQ_MHZ, as dwc build without --freq
 
 
 def test_episodes_has_one_name():

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import sys
+from pathlib import Path
 
 from dwc.cli import (board_sim, build, demo, evaluate, export, hil, import_onnx, policies, report, sweep, synth,
                      train, verify)
@@ -67,10 +69,23 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(prog="dwc", description=MAIN_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dwc {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_OneLineParser)
     for command in COMMANDS.values():
         command.add(sub)
     return parser, sub.choices
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """A subcommand's parser whose refusals are one line (argparse's own print the usage first): a script
+    reads the reason on the last line of stderr, as for every other error."""
+
+    def error(self, message):
+        raise _Refused(f"{self.prog}: error: {message} ({self.prog} --help lists the options)")
+
+
+class _Refused(Exception):
+    """A command line argparse could not read: main prints it and returns 2 (a caller of main() gets the
+    status, as from the shell, rather than SystemExit)."""
 
 
 def _flagged(parser: argparse.ArgumentParser, e: OptionError) -> str:
@@ -86,7 +101,11 @@ def _flagged(parser: argparse.ArgumentParser, e: OptionError) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser, commands = _parser_and_commands()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args, unknown = parser.parse_known_args(argv)
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except _Refused as e:
+        print(e, file=sys.stderr)
+        return 2
     args.argv = argv
     if args.command is None:
         parser.print_help()
@@ -100,17 +119,33 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         message = _flagged(commands[args.command], e) if isinstance(e, OptionError) else str(e)
         print(f"dwc {args.command}: error: {message}", file=sys.stderr)
-        return 2
+        return e.status
     except KeyboardInterrupt:
         print(f"\ndwc {args.command}: interrupted{_what_is_kept(args)}", file=sys.stderr)
         return 130
     except OSError as e:
+        if (out := _outside_out(e, args)) is not None:
+            print(f"dwc {args.command}: error: --out {out}: cannot create {e.filename} ({e.strerror})",
+                  file=sys.stderr)
+            return 2
         if e.errno not in DISK_ERRORS:
             raise  # anything else is a bug worth its traceback
         where = f" ({e.filename})" if e.filename else ""
         print(f"dwc {args.command}: error: {e.strerror}{where}; free space or fix the permission, then run it "
               f"again{_what_is_kept(args)}", file=sys.stderr)
         return 1
+
+
+def _outside_out(e: OSError, args) -> Path | None:
+    """--out, where ``e`` is the failure to create it (or a folder above it): a path that cannot exist
+    there (under /proc, below a file) is the user's to change, not a bug."""
+    out = getattr(args, "out", None)
+    if out is None or e.filename is None or e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EEXIST,
+                                                              *DISK_ERRORS):
+        return None
+    where = Path(os.path.abspath(e.filename))
+    target = Path(os.path.abspath(out))
+    return out if where == target or where in target.parents else None
 
 
 def _unknown_options(command: str, unknown: list[str]) -> str:

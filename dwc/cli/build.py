@@ -16,8 +16,8 @@ from dwc.core.errors import UserError
 
 BUILD_HELP = """\
 examples:
-  dwc build --env InvertedPendulum-v5 --steps 20000 --width 256 --thermo-bits 31 --out builds/ip
-  dwc build --env InvertedPendulum-v5 --steps 30000 --width 256 --thermo-bits 31 --out builds/ip
+  dwc build --env InvertedPendulum-v5 --steps 20000 --learning-starts 2000 --width 256 --thermo-bits 31 --out builds/ip
+  dwc build --env InvertedPendulum-v5 --steps 30000 --learning-starts 2000 --width 256 --thermo-bits 31 --out builds/ip
                                            # the same build, trained on from step 20000
   dwc build --env Hopper-v5 --train-target ecp5 --width 256 --max-comparators 128 --out builds/hop4
                                            # trained as 4-input LUTs (ECP5's cell), built for ECP5-25k
@@ -31,7 +31,13 @@ OUT/run/config.json is the one dwc train would write. Re-running the same comman
 whose inputs did not change (OUT/build.json records them); an interrupted build continues where it
 stopped (training resumes from its checkpoint), and a larger --steps trains the same run on. Options
 that change what is trained (--width, --seed, ...) need a new --out; the error names them.
-OUT/summary.json holds the final table.
+OUT/summary.json holds the final table. Every stage's options (the task, --pipeline against the
+circuit's size, --target, --freq, --episodes) are checked before training starts.
+
+exit status: 0 = built as asked; 1 = built but not as asked: the RTL differs from the frozen circuit,
+the core does not fit --target, or it misses the clock an explicit --freq asked for (without --freq it
+is placed for 100 MHz and a slower Fmax is only reported); 2 = refused (a bad option or input file,
+nothing started); 130 = interrupted (finished stages kept).
 """
 
 
@@ -59,8 +65,9 @@ def add(sub):
                    help="register stages in the core (default max: highest Fmax; auto: the fewest that reach "
                         "--freq on --target, measured by place and route)")
     add_input_register(p)
-    p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
-                   help=f"clock requested from nextpnr in MHz (default {DEFAULT_FREQ_MHZ:g})")
+    p.add_argument("--freq", type=float, metavar="MHZ",
+                   help=f"clock the core must reach, in MHz: placed for it, exit 1 if Fmax falls short (default: "
+                        f"placed for {DEFAULT_FREQ_MHZ:g} MHz, and a slower Fmax is reported, not an error)")
     p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=count,
                    help=f"evaluation episodes: the trained run's own at the end of training (default "
                         f"{TrainConfig.eval_episodes}, as dwc train) and the summary's float, frozen and RTL returns "
@@ -112,7 +119,15 @@ def _flag(name: str) -> str:
 
 
 def print_summary(s: dict, args) -> int:
-    """The build's summary table (dwc build and dwc demo); exit status 1 unless the RTL equals the frozen circuit."""
-    from dwc.flows.build import summary_table
+    """The build's summary table (dwc build and dwc demo); exit status 1 unless the RTL equals the frozen circuit
+    and the clock an explicit --freq asked for is met."""
+    import sys
+
+    from dwc.flows.build import summary_table, timing_failure
     print(json.dumps(s, indent=2) if args.json else "\n" + summary_table(s))
-    return 0 if s["rtl_equals_frozen"] else 1
+    missed = timing_failure(s)
+    if missed:
+        print(f"dwc {args.command}: {missed}", file=sys.stderr)
+    if not s["rtl_equals_frozen"]:
+        print(f"dwc {args.command}: the RTL's returns differ from the frozen circuit's", file=sys.stderr)
+    return 0 if s["rtl_equals_frozen"] and not missed else 1

@@ -6,7 +6,7 @@ from pathlib import Path
 from dwc.cli.build import print_summary
 from dwc.cli.options import log_for
 from dwc.core.catalog import shipped_policy
-from dwc.core.defaults import DEFAULT_FREQ_MHZ, RTL_EPISODES, SYNTH_TARGET
+from dwc.core.defaults import RTL_EPISODES, SYNTH_TARGET
 from dwc.core.pipeline import BUILD_DEFAULT
 
 
@@ -28,5 +28,5 @@ def add(sub):
 def run(args) -> int:
     from dwc.flows.build import build
     s = build(args.out, None, shipped_policy(args.policy), None, args.target, BUILD_DEFAULT, RTL_EPISODES,
-              DEFAULT_FREQ_MHZ, progress=not args.no_progress, log=log_for(args))
+              None, progress=not args.no_progress, log=log_for(args))
     return print_summary(s, args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dwc.cli.options import count, quiet_log, show
+from dwc.cli.options import baud_rate, count, quiet_log, show
 from dwc.core.config import EVAL_SEED_OFFSET
 from dwc.core.defaults import BAUD, HIL_TIMEOUT_S, RECONNECT_S
 from dwc.core.errors import UserError
@@ -40,7 +40,7 @@ def add(sub):
     where.add_argument("--sim", action="store_true", help="the board top's logic (core + UART link) in Verilator")
     where.add_argument("--port", help="the board's serial port: a device (/dev/ttyUSB0, COM3) or a URL, "
                                       "socket://HOST:PORT (ser2net, dwc board-sim) or rfc2217://HOST:PORT")
-    p.add_argument("--baud", type=int, default=BAUD, help=f"UART baud rate (default {BAUD}, as the board tops)")
+    p.add_argument("--baud", type=baud_rate, default=BAUD, help=f"UART baud rate (default {BAUD}, as the board tops)")
     p.add_argument("--env", help="Gymnasium env id (default: the policy's)")
     p.add_argument("--episodes", type=count, default=1, help="closed-loop episodes over the link (default %(default)s)")
     p.add_argument("--seed", type=int, help="seed of the first episode (default: the evaluation seeds of dwc eval, "
@@ -61,8 +61,6 @@ def run(args) -> int:
     from dwc.sim.hil.host import hil, hil_text
     from dwc.ir.compiled import load_build
     load_build(args.build)
-    if args.baud < 1200:
-        raise UserError(f"--baud must be >= 1200, got {args.baud}")
     if args.timeout_s <= 0 or args.reconnect_s < 0:
         raise UserError("--timeout must be > 0 and --reconnect >= 0 seconds")
     r = hil(args.build, args.env, args.episodes, args.seed, args.max_steps, args.sim, args.port, args.baud,

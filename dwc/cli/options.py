@@ -30,6 +30,22 @@ def count(text: str) -> int:
     return n
 
 
+# The slowest UART rate the link takes: below it one frame of a large observation outlasts dwc hil's
+# resend timeout, and no board top is built for one.
+MIN_BAUD = 1200
+
+
+def baud_rate(text: str) -> int:
+    """A UART baud rate (dwc synth --board, hil, board-sim: one check for all three), as the line is read."""
+    try:
+        baud = int(text)
+    except ValueError:
+        baud = 0
+    if baud < MIN_BAUD:
+        raise argparse.ArgumentTypeError(f"expected a baud rate >= {MIN_BAUD} (e.g. 115200), got {text!r}")
+    return baud
+
+
 def pipeline_stages(text: str) -> int | str:
     try:
         return parse_pipeline(text)

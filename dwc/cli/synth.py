@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from dwc.cli.options import quiet_log
+from dwc.cli.options import baud_rate, quiet_log
 from dwc.core.defaults import BAUD, DEFAULT_FREQ_MHZ, ENERGY_STEPS, PLACEMENT_SEED
 from dwc.core.errors import UserError
 
@@ -54,7 +54,7 @@ def add(sub):
     p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker", "tangnano9k"], default=[],
                    help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
                         "repeat for several")
-    p.add_argument("--baud", type=int, metavar="RATE",
+    p.add_argument("--baud", type=baud_rate, metavar="RATE",
                    help=f"with --board: the UART's baud rate (default {BAUD}). A large observation needs more to "
                         "keep up with its task (dwc hil reports the rate real time needs); the board's clock must "
                         "make it within 2%% with at least 8 cycles a bit, e.g. 1000000 on every board")

@@ -161,15 +161,35 @@ EVAL_SEED_OFFSET = 10_000
 
 
 def load_config(run: Path) -> TrainConfig:
+    """A run's config.json; a file without ``env``, with a field of the wrong type, or not JSON at all is
+    one line naming the field (a default silently put in its place would load another task's policy)."""
     run = Path(run)
     try:
-        return TrainConfig.from_dict(json.loads((run / CONFIG).read_text()))
+        d = json.loads((run / CONFIG).read_text())
+        if not isinstance(d, dict) or "env" not in d:
+            raise ValueError("it names no env (the task the policy was trained on)")
+        _check_types(d, TrainConfig())
+        return TrainConfig.from_dict(d)
     except FileNotFoundError:
         if not run.exists():
             raise UserError(f"{run} does not exist") from None
         raise UserError(f"{run} is not a dwc run directory (no {CONFIG})") from None
     except (ValueError, TypeError) as e:
         raise UserError(f"{run / CONFIG} is invalid: {e}") from None
+
+
+def _check_types(d: dict, defaults, where: str = "") -> None:
+    """Each field of ``d`` of its default's type (an int where a float is due is fine), sections alike."""
+    for k, v in d.items():
+        if not hasattr(defaults, k):
+            continue  # from_dict names unknown fields
+        want = getattr(defaults, k)
+        if dataclasses.is_dataclass(want):
+            if not isinstance(v, dict):
+                raise ValueError(f"{where}{k}: expected a section (an object), got {v!r}")
+            _check_types(v, want, f"{where}{k}.")
+        elif not (type(v) is type(want) or (type(want) is float and type(v) is int)):
+            raise ValueError(f"{where}{k}: expected {type(want).__name__}, got {v!r}")
 
 
 # dwc train's options (flag names without "--", dashes as underscores) -> the config section holding them.
@@ -288,6 +308,13 @@ def validate(cfg: TrainConfig) -> None:
         (a.wiring_refresh >= 0, f"--wiring-refresh must be >= 0, got {a.wiring_refresh}"),
         (a.wiring_refresh == 0 or a.wiring_optim == "sparse", "--wiring-refresh applies to --wiring-optim sparse"),
         (cfg.steps >= 1, f"--steps must be >= 1, got {cfg.steps}"),
+        # refused, not warned: a run with no update is a random policy, and a warning scrolls away in a long job
+        (cfg.algo != "sac" or cfg.steps > cfg.sac.learning_starts,
+         f"--steps {cfg.steps} is not above --learning-starts {cfg.sac.learning_starts}: SAC would only take random "
+         f"actions and never update the policy; give more --steps or a lower --learning-starts"),
+        (cfg.algo != "distill" or cfg.distill.teacher or cfg.distill.teacher_steps > cfg.sac.learning_starts,
+         f"--teacher-steps {cfg.distill.teacher_steps} is not above --learning-starts {cfg.sac.learning_starts}: the "
+         f"teacher's SAC would never update; give more --teacher-steps or a lower --learning-starts"),
         (min(cfg.sac.actor_lr, cfg.sac.q_lr, cfg.sac.alpha_lr, cfg.sac.adam_eps, cfg.sac.alpha) > 0,
          "--actor-lr, --q-lr, --alpha-lr, --adam-eps and --alpha must be > 0"),
         (cfg.sac.policy_frequency >= 1, f"--policy-frequency must be >= 1, got {cfg.sac.policy_frequency}"),

@@ -44,7 +44,15 @@ class TimeLimit(KeyboardInterrupt):
 
 
 class UserError(Exception):
-    """Bad input or an unusable environment: a message for the user, never a traceback."""
+    """Bad input or an unusable environment: a message for the user, never a traceback; the command
+    exits with ``status`` (2: refused, nothing done that was asked)."""
+    status = 2
+
+
+class NotAsAsked(UserError):
+    """The work ran but did not give what was asked (a clock missed, a design that does not fit, a
+    verification short of its episodes or with a mismatch): exit status 1, as a check that failed."""
+    status = 1
 
 
 class OptionError(UserError):

@@ -19,7 +19,7 @@ from pathlib import Path
 from statistics import fmean
 
 from dwc.core.defaults import DEFAULT_FREQ_MHZ, RTL_EPISODES, SYNTH_TARGET
-from dwc.core.errors import OptionError, UserError
+from dwc.core.errors import NotAsAsked, OptionError, UserError
 from dwc.core.pipeline import BUILD_DEFAULT
 from dwc.core.rundir import LOCK, hold_lock, load_config, write_json
 
@@ -36,7 +36,13 @@ class Manifest:
 
     def __init__(self, out: Path):
         self.path = out / "build.json"
-        self.stages = json.loads(self.path.read_text())["stages"] if self.path.exists() else {}
+        try:
+            self.stages = json.loads(self.path.read_text())["stages"] if self.path.exists() else {}
+            if not isinstance(self.stages, dict):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            raise UserError(f"{self.path} is not a build record (corrupt or cut short): delete it and run the same "
+                            f"command again: every stage runs again, training from its checkpoint") from None
 
     def fresh(self, stage: str, key: str, outputs: list[Path]) -> dict | None:
         """The recorded result if ``stage`` already ran with ``key`` and its outputs are still there."""
@@ -81,31 +87,28 @@ def build(out: Path, *args, **kwargs) -> dict:
 
 
 def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = SYNTH_TARGET,
-           pipeline: int | str = BUILD_DEFAULT, episodes: int = RTL_EPISODES, freq: float = DEFAULT_FREQ_MHZ,
+           pipeline: int | str = BUILD_DEFAULT, episodes: int = RTL_EPISODES, freq: float | None = None,
            progress: bool = True, log=print, input_register: bool = True) -> dict:
+    """``freq``: the clock the circuit must reach (a miss is a failure, :func:`timing_failure`); None: placed
+    for the default clock (DEFAULT_FREQ_MHZ), and a slower Fmax is reported, as dwc synth does."""
     from dwc.core.config import EVAL_SEED_OFFSET
-    from dwc.fpga.devices import device_for, target_names
+    from dwc.flows.build_checks import check_build
 
-    if target != "none" and target not in target_names():
-        raise OptionError("target", f" {target!r}: choose from {', '.join(target_names())} or none")
-    if pipeline == "auto" and (target == "none" or not device_for(target).nextpnr):
-        raise OptionError("pipeline", " auto measures Fmax by place and route: give an ECP5 or iCE40 target")
+    env = check_build(env, from_run, train_cfg, target, pipeline, episodes, freq)  # before any stage
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stages = _Stages(Manifest(out), log)
     run = _train(stages, out, from_run, train_cfg, progress, log)
     cfg = load_config(run)
-    env = env or cfg.env
-    if env != cfg.env:
-        raise OptionError("env", f" {env}: the policy in {run} was trained on {cfg.env}")
     seed = cfg.seed + EVAL_SEED_OFFSET  # the evaluation seeds: frozen and RTL episodes are the same episodes
     circuit = out / "circuit"
-    comp = _compile(stages, run, circuit, pipeline, target, freq, episodes, seed, progress, log, input_register)
+    comp = _compile(stages, run, circuit, pipeline, target, freq or DEFAULT_FREQ_MHZ, episodes, seed, progress, log,
+                    input_register)
     ver = _verify(stages, circuit, env, episodes, seed, progress, log)
     syn = _synth(stages, circuit, target, freq, log) if target != "none" else None
 
     summary = {"env": env, "run": str(run), "policy": comp["policy"], "train_steps": comp.get("train_steps"),
-               "episodes": episodes, "seed": seed,
+               "episodes": episodes, "seed": seed, "run_eval": _run_eval(run),
                "float_return": fmean(comp["float_returns"]), "frozen_return": fmean(comp["frozen_returns"]),
                "rtl_return": fmean(ver["rtl_returns"]),
                "rtl_equals_frozen": [round(r, 6) for r in ver["rtl_returns"]] == [round(r, 6) for r in comp["frozen_returns"]],
@@ -114,6 +117,25 @@ def _build(out: Path, env: str | None = None, from_run: Path | None = None, trai
                "stages_run": stages.ran, "stages_skipped": stages.skipped, "circuit": str(circuit)}
     write_json(out / "summary.json", summary)
     return summary
+
+
+def _run_eval(run: Path) -> dict | None:
+    """The run's own evaluation (RUN/eval.json, --episodes of dwc train): the return a build quotes for the
+    trained policy, beside the float return on the build's (fewer) RTL episodes."""
+    try:
+        ev = json.loads((run / "eval.json").read_text())
+        return {k: ev[k] for k in ("episodes", "seed", "mean_return", "min_return", "max_return")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a run without one (or an unreadable one): the summary says so
+
+
+def timing_failure(s: dict) -> str | None:
+    """Why a build did not give the clock it was asked for (an explicit --freq), or None."""
+    syn = s.get("synth") or {}
+    if syn.get("clock_required") and syn.get("timing_met") is False:
+        return (f"timing not met on {syn['target']}: Fmax {syn['fmax_mhz']} MHz < {syn['requested_mhz']:g} MHz "
+                f"requested (--freq)")
+    return None
 
 
 class _Stages:
@@ -190,19 +212,22 @@ def _verify(stage: _Stages, circuit: Path, env: str, episodes: int, seed: int, p
     def do_verify():
         r = verify(circuit, env, episodes, seed=seed, progress=progress, log=log)
         if not r["passed"]:
-            raise UserError(f"verification failed: {r['mismatches']} mismatches; see {circuit / 'verify_report.json'}")
+            raise NotAsAsked(f"verification failed: {r['mismatches']} mismatches; see {circuit / 'verify_report.json'}")
         return {"rtl_returns": r["return_rtl"], "mismatches": r["mismatches"], "steps": r["steps"]}
     return stage("verify", digest({"episodes": episodes, "seed": seed}, [circuit / "graph.json", circuit / "dwc_core.v"]),
                  [circuit / "verify_report.json"], do_verify)
 
 
-def _synth(stage: _Stages, circuit: Path, target: str, freq: float, log) -> dict:
+def _synth(stage: _Stages, circuit: Path, target: str, freq: float | None, log) -> dict:
     """The circuit synthesised for ``target`` (a family: the smallest of its devices that it fits)."""
     from dwc.fpga.devices import FAMILY_DEVICES
-    from dwc.fpga.synth import synth_smallest
+    from dwc.fpga.synth import DoesNotFit, synth_smallest
 
     def do_synth():
-        r = synth_smallest(circuit, target, freq, log=log)  # its tools' progress, with seconds
+        try:
+            r = synth_smallest(circuit, target, freq, log=log)  # its tools' progress, with seconds
+        except DoesNotFit as e:  # one line, exit 1: the build ran, the design is too big for the target
+            raise NotAsAsked(f"{e}; the circuit and its verification are kept in {circuit}") from None
         # ECP5: LUT4 sites counts the carry cells' LUTs too (the comparators' and adders' CCU2C)
         return {"target": r["target"], "luts": r["luts"], "lut4_sites": r["core"].get("lut4_sites"), "ffs": r["ffs"],
                 "fmax_mhz": r["fmax_mhz"], "requested_mhz": r.get("requested_mhz"), "timing_met": r.get("timing_met"),
@@ -211,7 +236,9 @@ def _synth(stage: _Stages, circuit: Path, target: str, freq: float, log) -> dict
                 "utilisation_of": r.get("utilisation_of"), "constraints": r.get("constraints"),
                 "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"],
                 "too_small": r.get("smallest_fit", {}).get("too_small")}
-    key = digest({"target": target, "freq": freq}, [circuit / "dwc_core.v", circuit / "dwc_core.json"])
+    # no --freq: placed for the default clock, not required (a key of its own, so an explicit one re-runs)
+    key = digest({"target": target, "freq": freq or DEFAULT_FREQ_MHZ} | ({} if freq else {"required": False}),
+                 [circuit / "dwc_core.v", circuit / "dwc_core.json"])
     # a family's device is known once synthesised: its report is checked through the recorded target
     done = stage.man.fresh("synth", key, []) if target in FAMILY_DEVICES else None
     return stage("synth", key, [circuit / "synth" / (done["target"] if done else target) / "report.json"], do_synth)
@@ -219,8 +246,11 @@ def _synth(stage: _Stages, circuit: Path, target: str, freq: float, log) -> dict
 
 def summary_table(s: dict) -> str:
     syn = s["synth"] or {}
-    rows = [("env / policy", f"{s['env']} / {s['policy']} ({s['run']})"),
-            ("float return", f"{s['float_return']:.1f}  (mean of {s['episodes']} deterministic episodes)"),
+    rows = [("env / policy", f"{s['env']} / {s['policy']} ({s['run']})")]
+    if ev := s.get("run_eval"):  # the trained policy's return: the run's own evaluation, as dwc train printed it
+        rows.append(("trained return", f"{ev['mean_return']:.1f}  (the run's evaluation: mean of {ev['episodes']} "
+                                       f"episodes, min {ev['min_return']:.1f}, max {ev['max_return']:.1f}; eval.json)"))
+    rows += [("float return", f"{s['float_return']:.1f}  (float policy, mean of the {s['episodes']} episodes frozen and RTL run)"),
             ("frozen return", f"{s['frozen_return']:.1f}  (integer circuit, reference executor)"),
             ("RTL return", f"{s['rtl_return']:.1f}  (Verilog in Verilator; "
                            f"{'equal to frozen, episode by episode' if s['rtl_equals_frozen'] else 'DIFFERS from frozen'})"),

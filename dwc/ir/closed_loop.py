@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dwc.core.errors import OptionError
 from dwc.ir import Graph
 from dwc.ir.graph import check_observation
 
@@ -55,12 +56,18 @@ class Episode:
 
 
 def make_env(env_id: str, graph: Graph):
-    """The env, checked against the circuit's port widths (a clear error, not a shape crash)."""
+    """The env, checked against the circuit's port widths (a clear error, not a shape crash); an id
+    Gymnasium does not know (--env, or a graph's meta.env) is one line, named as the ``env`` option."""
     import gymnasium as gym
-    env = gym.make(env_id)
+    if not isinstance(env_id, str):
+        raise OptionError("env", ": none given, and the circuit names none (its graph.json has no meta.env)")
+    try:
+        env = gym.make(env_id)
+    except gym.error.Error as e:  # NameNotFound, VersionNotFound, DeprecatedEnv, ...
+        raise OptionError("env", f" {env_id!r}: unknown environment ({e})") from None
     if env.observation_space.shape != (graph.obs_dim,) or env.action_space.shape != (graph.action_dim,):
         env.close()
-        raise ValueError(f"{env_id} has {env.observation_space.shape[0]} observation and "
+        raise OptionError("env", f" {env_id}: it has {env.observation_space.shape[0]} observation and "
                          f"{env.action_space.shape[0]} action dims; the circuit has {graph.obs_dim} and "
                          f"{graph.action_dim}")
     return env

@@ -4,6 +4,9 @@ socket://HOST:PORT`` drives it through the same serial code as a board on /dev/t
 ser2net). The simulator side is ``dwc.sim.cocotb_bench.board``."""
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from pathlib import Path
 
 from dwc.core.defaults import BAUD
@@ -36,7 +39,7 @@ def board_sim(build: Path, listen: str, baud: int = BAUD, clock_mhz: float | Non
     """Serve BUILD's board top on ``listen`` until interrupted; returns the board's counters. The UART
     runs at ``clock_mhz / baud`` clock cycles per bit, by default ``SIM_DIVISOR`` (as ``dwc hil --sim``,
     whose Verilator build it then shares)."""
-    from dwc.sim.hil.host import SIM_DIVISOR, link_bench
+    from dwc.sim.hil.host import SIM_DIVISOR, hold_sim, link_bench
     from dwc.rtl.link import link_timeout
     from dwc.sim.runner import SimulationFailed
     from dwc.ir.compiled import load_build
@@ -51,10 +54,12 @@ def board_sim(build: Path, listen: str, baud: int = BAUD, clock_mhz: float | Non
                         f"clock cycles per bit")
     # after the last bit on either line, the link has either answered or dropped the frame (its timeout)
     quiet = link_timeout(divisor) + 20 * divisor + 4 * ports["latency_cycles"] + 16
+    work = build / ("hil" if divisor == SIM_DIVISOR else "board-sim")  # hil --sim's build at its divisor
+    lock = hold_sim(work, "dwc board-sim")  # held until this process ends: the bench's files are its own
     try:
-        work = build / ("hil" if divisor == SIM_DIVISOR else "board-sim")  # hil --sim's build at its divisor
         bench = link_bench(build, graph, ports, divisor, work, log)
     except RuntimeError as e:
+        lock and lock.close()
         raise UserError(str(e)) from None
     def on_event(e: dict) -> None:
         kind = e["event"]
@@ -73,8 +78,9 @@ def board_sim(build: Path, listen: str, baud: int = BAUD, clock_mhz: float | Non
 
     try:
         r = bench.board(divisor, host, port, quiet, inward, outward, on_event)
-    except KeyboardInterrupt:
-        s = bench.board_status()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the counters, read with a second stop signal ignored
+        with _stops_ignored():  # (a service manager that repeats SIGTERM): one summary, no traceback
+            s = bench.board_status()
         s["stopped"] = True
         return s
     except SimulationFailed as e:
@@ -82,6 +88,20 @@ def board_sim(build: Path, listen: str, baud: int = BAUD, clock_mhz: float | Non
     if "error" in r:
         raise UserError(r["error"])
     return r  # the bench stops on its own only when this process is going away
+
+
+@contextlib.contextmanager
+def _stops_ignored():
+    """SIGINT and SIGTERM ignored inside the block (main thread only: only it receives signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def board_sim_text(s: dict) -> str:

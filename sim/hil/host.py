@@ -51,6 +51,14 @@ def link_bench(build: Path, graph, ports: dict, divisor: int, work: Path, log=pr
     return Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False, ports_only=True)
 
 
+def hold_sim(work: Path, what: str):
+    """Hold ``work`` (a link bench's folder: its job, events and results files) for this process: a second
+    dwc board-sim or dwc hil --sim on the same build would rewrite them under the first (one line, exit 2)."""
+    from dwc.core.rundir import hold_lock
+    return hold_lock(work, what, advice="One dwc board-sim or dwc hil --sim at a time per build (and board-sim "
+                                        "--clock): wait for it to end, or stop it (Ctrl-C)")
+
+
 RESEND_ATTEMPTS = 4  # frames sent per step before giving up
 
 
@@ -211,13 +219,17 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
         except ValueError as e:
             raise UserError(str(e)) from None
     if sim:
-        ref = reference()  # before the build: a wrong --env says so at once
+        lock = hold_sim(build / "hil", "dwc hil --sim")
         try:
+            ref = reference()  # before the build: a wrong --env says so at once
             bench = link_bench(build, graph, ports, SIM_DIVISOR, build / "hil", log)
             log(f"running {episodes} episode(s) over the simulated UART ...")
             r = bench.hil(build / "graph.json", env_id, seeds, SIM_DIVISOR, max_steps, faults)
         except RuntimeError as e:
             raise UserError(str(e)) from None
+        finally:
+            if lock:
+                lock.close()
     else:
         log(f"running {episodes} episode(s) over {port} ...")
         r = run_serial(graph, ports, port, baud, env_id, seeds, max_steps, timeout_s, reconnect_s)

@@ -1,0 +1,184 @@
+"""Every bad input a user can give answers with one line on stderr and the exit status the help documents,
+before any work starts where the check needs no work; never a traceback (issue 51's list, and more)."""
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dwc.cli import main
+
+ROOT = Path(__file__).parent.parent
+GATES = ROOT / "policies" / "inverted-pendulum-v5-gates"
+DWC = ROOT / "policies" / "inverted-pendulum-v5-dwc"
+SMALL = ["--width", "32", "--lut-inputs", "4", "--thermo-bits", "7", "--learning-starts", "50", "--steps", "100"]
+
+
+def one_line(capsys, *words) -> str:
+    """The command's stderr: one line, naming ``words``."""
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+    return err
+
+
+@pytest.fixture(scope="module")
+def core(small_build):
+    """A compiled build: conftest's small DWC at InvertedPendulum's dimensions."""
+    return small_build
+
+
+# --- checked before any work -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, words", [
+    (["build", "--pipeline", "99"], ["--pipeline 99", "at most 13 register stages"]),  # 2 x 1024, ecp5-25k's 3:2
+    (["build", "--freq", "-5"], ["--freq -5", "> 0 MHz"]),
+    (["build", "--env", "Nope-v1"], ["unknown environment 'Nope-v1'"]),
+    (["build", "--steps", "100"], ["--steps 100 is not above --learning-starts 5000"]),
+    (["build", "--target", "nonexistent"], ["--target 'nonexistent'"]),
+    (["build", "--from", str(DWC), "--pipeline", "30"], ["--pipeline 30", "at most"]),
+    (["build", "--pipeline", "-1"], ["--pipeline", "'-1'"]),
+    (["train", "--steps", "100"], ["--steps 100 is not above --learning-starts 5000"]),
+])
+def test_a_build_checks_every_stage_before_training(argv, words, tmp_path, capsys):
+    """dwc build refuses what compile or synth would refuse, before training (which would take hours
+    with these defaults): exit 2, one line, no output folder."""
+    out = tmp_path / "b"
+    t0 = time.perf_counter()
+    code = main(argv + ["--out", str(out), "--no-progress"])
+    assert code == 2 and not out.exists()
+    one_line(capsys, *words)
+    assert time.perf_counter() - t0 < 30  # an env and the popcount's depth at most, no training
+
+
+@pytest.mark.parametrize("argv", [["synth", "{core}", "--board", "ulx3s", "--baud", "{baud}"],
+                                  ["hil", "{core}", "--sim", "--baud", "{baud}"],
+                                  ["board-sim", "{core}", "--baud", "{baud}"]])
+@pytest.mark.parametrize("baud", ["0", "7", "-5", "fast"])
+def test_a_baud_rate_is_checked_alike_everywhere(argv, baud, core, capsys):
+    code = main([a.format(core=core, baud=baud) for a in argv])
+    assert code == 2
+    one_line(capsys, "--baud", f"expected a baud rate >= 1200 (e.g. 115200), got '{baud}'")
+
+
+def test_bad_values_answer_at_once_without_torch(tmp_path):
+    """What needs no env or torch answers in under a second, in a process that never imports torch."""
+    calls = [["build", "--freq", "-5", "--out", f"{tmp_path}/b"], ["train", "--steps", "10", "--out", f"{tmp_path}/r"],
+             ["build", "--target", "vu9p", "--out", f"{tmp_path}/b"], ["hil", f"{tmp_path}", "--sim", "--baud", "7"],
+             ["synth", f"{tmp_path}", "--board", "ulx3s", "--baud", "0"], ["compile", str(GATES), "--out",
+                                                                          f"{tmp_path}/c", "--pipeline", "-1"]]
+    code = ("import sys, time\nfrom dwc.cli import main\nfrom dwc.cli import app\nout = []\n"
+            f"for argv in {calls!r}:\n"
+            "    t = time.perf_counter()\n"
+            "    try:\n        c = main(argv)\n    except SystemExit as e:\n        c = e.code\n"
+            "    out.append((c, round(time.perf_counter() - t, 3)))\n"
+            "print('RESULT', out, 'TORCH', 'torch' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT"))
+    results = eval(line.split(" ", 1)[1].rsplit(" TORCH", 1)[0])
+    assert [c for c, _ in results] == [2] * len(calls) and line.endswith("TORCH False"), res.stdout + res.stderr
+    assert max(s for _, s in results) < 1.0, results
+    assert len(res.stderr.strip().splitlines()) == len(calls), res.stderr
+
+
+@pytest.mark.parametrize("config, words", [({"algo": "sac"}, ["names no env"]),
+                                           ({"env": 17}, ["env: expected str, got 17"]),
+                                           ({"env": "Hopper-v5", "actor": {"width": "abc"}},
+                                            ["actor.width: expected int, got 'abc'"]),
+                                           ("{", ["config.json is invalid"])])
+def test_a_broken_config_json_is_one_line(config, words, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(GATES, run)
+    (run / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+    assert main(["compile", str(run), "--out", str(tmp_path / "c")]) == 2
+    one_line(capsys, *words)
+    assert main(["build", "--from", str(run), "--out", str(tmp_path / "b"), "--target", "none"]) == 2
+    one_line(capsys, *words)
+
+
+# --- no traceback on a user path ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [["train", *SMALL, "--out", "/proc/dwc-x/run"],
+                                  ["compile", str(GATES), "--out", "/proc/dwc-x/c"],
+                                  ["build", "--from", str(GATES), "--target", "none", "--out", "/proc/dwc-x/b"],
+                                  ["export", str(GATES), "--c", "--out", "/proc/dwc-x/p.h"],
+                                  ["export", str(GATES), "--out", "/proc/dwc-x/p"]])
+def test_an_out_that_cannot_be_made_is_one_line(argv, capsys):
+    assert main(argv + ["--no-progress"] * (argv[0] == "train")) == 2
+    one_line(capsys, "--out /proc/dwc-x/", "cannot create /proc/dwc-x")
+
+
+def test_a_corrupt_build_record_is_one_line(tmp_path, capsys):
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "build.json").write_text('{"stages": {"train": ')
+    assert main(["build", "--from", str(GATES), "--target", "none", "--out", str(out)]) == 2
+    one_line(capsys, "build.json is not a build record", "delete it")
+
+
+def test_an_unknown_env_in_verify_is_one_line(core, tmp_path, capsys):
+    assert main(["verify", str(core), "--env", "Nope-v1"]) == 2
+    one_line(capsys, "--env 'Nope-v1': unknown environment")
+    other = tmp_path / "other"
+    shutil.copytree(core, other)
+    g = json.loads((other / "graph.json").read_text())
+    g.setdefault("meta", {})["env"] = "Gone-v9"
+    (other / "graph.json").write_text(json.dumps(g))
+    assert main(["verify", str(other)]) == 2
+    one_line(capsys, "'Gone-v9': unknown environment")
+
+
+def test_a_design_that_does_not_fit_inside_build_is_one_line(core, tmp_path, monkeypatch, capsys):
+    """DoesNotFit from fpga/synth.py inside dwc build: exit 1 (built, not as asked), one line, the circuit kept.
+    The compile stage stands in with a compiled core and the verify stage with its record: the synth
+    stage's refusal is what is tested."""
+    import dwc.flows.build as flow
+    from dwc.fpga import synth
+
+    def compiled(stage, run, circuit, *a, **k):
+        shutil.copytree(core, circuit)
+        return {"float_returns": [1.0], "frozen_returns": [1.0], "ir_luts": 9, "comparators": 3,
+                "latency_cycles": 2, "policy": "gates", "train_steps": 1}
+    monkeypatch.setattr(flow, "_compile", compiled)
+    monkeypatch.setattr(flow, "_verify", lambda *a, **k: {"rtl_returns": [1.0], "mismatches": 0, "steps": 1})
+
+    def too_big(build, target, *a, **k):
+        raise synth.DoesNotFit(f"{target} (iCE40UP5K) is too small for this design: 9000 LUT4 of 5280")
+    monkeypatch.setattr(synth, "synth_smallest", too_big)
+    assert main(["build", "--from", str(GATES), "--target", "ice40-up5k", "--out", str(tmp_path / "b")]) == 1
+    one_line(capsys, "ice40-up5k (iCE40UP5K) is too small", "kept in")
+
+
+def test_a_second_simulation_of_one_build_is_refused(core, capsys):
+    """A second dwc board-sim (or hil --sim) on a build whose link bench is in use: one line, exit 2, and
+    the first one's files are left alone (they were rewritten under it: a JSONDecodeError in its thread)."""
+    from dwc.sim.hil.host import hold_sim
+    first = hold_sim(core / "hil", "dwc board-sim")
+    try:
+        assert main(["board-sim", str(core), "--listen", "127.0.0.1:0"]) == 2
+        one_line(capsys, "is in use: dwc board-sim by pid", "One dwc board-sim or dwc hil --sim at a time")
+        assert main(["hil", str(core), "--sim"]) == 2
+        one_line(capsys, "is in use")
+    finally:
+        first.close()
+    g = json.loads((core / "graph.json").read_text())
+    nameless = core.parent / "nameless"
+    shutil.copytree(core, nameless, dirs_exist_ok=True)
+    del g["meta"]["env"]
+    (nameless / "graph.json").write_text(json.dumps(g))
+    assert main(["hil", str(nameless), "--sim"]) == 2  # a circuit that names no env, and no --env
+    one_line(capsys, "--env: none given")
+
+
+def test_a_line_not_of_the_bench_is_skipped(tmp_path):
+    """The events file tail (sim/runner.py) passes on the bench's events and skips what it cannot read."""
+    from dwc.sim.runner import _Tail
+    seen, path = [], tmp_path / "events.jsonl"
+    path.write_text('{"event": "listening"}\n{"event": "conn\n{"event": "connected"}\n')
+    with _Tail(path, seen.append):
+        pass
+    assert seen == [{"event": "listening"}, {"event": "connected"}]
