@@ -182,3 +182,55 @@ def test_a_line_not_of_the_bench_is_skipped(tmp_path):
     with _Tail(path, seen.append):
         pass
     assert seen == [{"event": "listening"}, {"event": "connected"}]
+
+
+# --- exit statuses and reports -----------------------------------------------------------------------------
+
+def test_the_exit_statuses_are_documented(capsys):
+    from dwc.cli.app import build_parser
+    text = build_parser().format_help()
+    for line in ("0    done as asked", "1    it ran, but not as asked", "2    refused", "130  interrupted"):
+        assert line in text, line
+    sub = next(a for a in build_parser()._actions if a.choices and "build" in a.choices).choices
+    assert "exit status: 0 = built as asked; 1 = built but not as asked" in sub["build"].format_help()
+
+
+def test_a_new_circuit_clears_what_belonged_to_the_old_one(tmp_path):
+    """dwc compile into a build folder: the same circuit keeps its reports; another one clears them."""
+    out = tmp_path / "b"
+    assert main(["compile", str(GATES), "--out", str(out)]) == 0
+    derived = [out / "verify_report.json", out / "hil_report.json", out / "synth" / "ecp5-25k" / "report.json",
+               out / "formal_report.json"]
+    for f in derived:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("{}")
+    assert main(["compile", str(GATES), "--out", str(out)]) == 0  # the same circuit: its reports hold
+    assert all(f.exists() for f in derived)
+    assert main(["compile", str(GATES), "--out", str(out), "--pipeline", "1"]) == 0
+    assert not any(f.exists() for f in derived) and not (out / "synth").exists()
+    assert (out / "graph.json").exists() and (out / "compile_report.json").exists()
+
+
+def summary(**synth) -> dict:
+    return {"env": "Hopper-v5", "run": "r", "policy": "dwc", "train_steps": 10, "episodes": 3, "seed": 10001,
+            "run_eval": {"episodes": 10, "seed": 10001, "mean_return": 8715.1, "min_return": 3088.0,
+                         "max_return": 9400.0},
+            "float_return": 9340.5, "frozen_return": 9340.5, "rtl_return": 9340.5, "rtl_equals_frozen": True,
+            "latency_cycles": 9, "ir_luts": 100, "comparators": 10, "stages_run": [], "stages_skipped": [],
+            "synth": {"target": "ecp5-25k", "luts": 1, "ffs": 1, "fmax_mhz": 80.0, "nj_per_action": 1,
+                      "bitstream": "b", **synth} if synth else None}
+
+
+def test_a_summary_quotes_the_run_evaluation_and_a_missed_clock_fails(capsys):
+    from types import SimpleNamespace
+
+    from dwc.cli.build import print_summary
+    args = SimpleNamespace(json=False, command="build")
+    assert print_summary(summary(), args) == 0
+    out = capsys.readouterr().out
+    assert "8715.1  (the run's evaluation: mean of 10 episodes, min 3088.0" in out and "9340.5" in out
+    required = summary(requested_mhz=100.0, timing_met=False, clock_required=True)
+    assert print_summary(required, args) == 1
+    assert "timing not met on ecp5-25k: Fmax 80.0 MHz < 100 MHz requested (--freq)" in capsys.readouterr().err
+    placed = summary(requested_mhz=100.0, timing_met=False, clock_required=False)  # no --freq: reported only
+    assert print_summary(placed, args) == 0

@@ -46,6 +46,14 @@ or stage by stage (a shipped policy works too: policies/inverted-pendulum-v5-dwc
   dwc verify build/ip --episodes 3                    # Verilator, closed loop against the IR
   dwc synth build/ip --target ecp5-25k                # bitstream + resources/Fmax report
 
+exit status, every command (each command's --help says what it checks):
+  0    done as asked
+  1    it ran, but not as asked: a check found a mismatch (verify, hil, build) or no proof, the
+       clock an explicit --freq asked for was missed, the design does not fit the FPGA, or fewer
+       episodes ran than asked (hil on a lost board), or the disk refused the outputs
+  2    refused: a bad option, input file or folder (one line on stderr), nothing started
+  130  interrupted (Ctrl-C, SIGTERM): finished work is kept, and the message says how to continue
+
 The defaults are the published circuit (2 x 1024 six-input LUTs, learnable wiring), sized for a
 GPU: on a CPU it trains at a few env-steps/s; --width 256 or --wiring random are far cheaper.
 Each command's --help has examples.

@@ -44,10 +44,12 @@ class Manifest:
             raise UserError(f"{self.path} is not a build record (corrupt or cut short): delete it and run the same "
                             f"command again: every stage runs again, training from its checkpoint") from None
 
-    def fresh(self, stage: str, key: str, outputs: list[Path]) -> dict | None:
-        """The recorded result if ``stage`` already ran with ``key`` and its outputs are still there."""
+    def fresh(self, stage: str, key: str, outputs: list[Path], still=None) -> dict | None:
+        """The recorded result if ``stage`` already ran with ``key`` and its outputs are still there (and,
+        with ``still``, still say what was recorded: ``still(result)``)."""
         rec = self.stages.get(stage)
-        if rec and rec["digest"] == key and all(Path(p).exists() for p in outputs):
+        if rec and rec["digest"] == key and all(Path(p).exists() for p in outputs) and (
+                still is None or still(rec["result"])):
             return rec["result"]
         return None
 
@@ -145,8 +147,8 @@ class _Stages:
     def __init__(self, man: Manifest, log):
         self.man, self.log, self.ran, self.skipped = man, log, [], []
 
-    def __call__(self, name: str, key: str, outputs: list[Path], work) -> dict:
-        found = self.man.fresh(name, key, outputs)
+    def __call__(self, name: str, key: str, outputs: list[Path], work, still=None) -> dict:
+        found = self.man.fresh(name, key, outputs, still)
         if found is not None:
             self.skipped.append(name)
             self.log(f"[{name}] up to date (inputs unchanged), skipped")
@@ -214,8 +216,17 @@ def _verify(stage: _Stages, circuit: Path, env: str, episodes: int, seed: int, p
         if not r["passed"]:
             raise NotAsAsked(f"verification failed: {r['mismatches']} mismatches; see {circuit / 'verify_report.json'}")
         return {"rtl_returns": r["return_rtl"], "mismatches": r["mismatches"], "steps": r["steps"]}
+    def still(rec: dict) -> bool:
+        """verify_report.json is still this stage's: a dwc verify since (other episodes, --max-steps, a
+        failure) replaced it, so the stage runs again rather than quote what the file no longer says."""
+        try:
+            r = json.loads((circuit / "verify_report.json").read_text())
+            return (r["passed"] and r["episodes"] == episodes and r["seeds"][:1] == [seed] and not r.get("max_steps")
+                    and r["return_rtl"] == rec["rtl_returns"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
     return stage("verify", digest({"episodes": episodes, "seed": seed}, [circuit / "graph.json", circuit / "dwc_core.v"]),
-                 [circuit / "verify_report.json"], do_verify)
+                 [circuit / "verify_report.json"], do_verify, still)
 
 
 def _synth(stage: _Stages, circuit: Path, target: str, freq: float | None, log) -> dict:

@@ -12,6 +12,7 @@ from dwc.frontends.freeze import freeze
 from dwc.ir.passes import optimize
 from dwc.ir.inputs_report import heatmap_png, input_usage
 from dwc.core.rundir import replaces_outputs, write_json, write_text
+from dwc.flows.derived import clears_derived
 
 
 def freeze_run(run: Path, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH, obs_frac: list[int] | None = None,
@@ -156,6 +157,7 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
     return hi, sorted(tried.values(), key=lambda t: t["pipeline"])
 
 
+@clears_derived
 @replaces_outputs("graph.json", "dwc_core.v", "dwc_core.json", "inputs_report.json", "inputs_heatmap.png",
                   "policy.onnx", "compile_report.json", "pipeline_search")
 def compile_run(run: Path, out: Path, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH, onnx: bool = False,
@@ -217,6 +219,7 @@ def compile_run(run: Path, out: Path, obs_width: int = OBS_WIDTH, act_width: int
     return report
 
 
+@clears_derived
 @replaces_outputs("graph.json", "dwc_core.v", "dwc_core.json", "import_report.json")
 def import_model(model: Path, out: Path, env: str | None = None, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH,
                  pipeline: int | str = COMPILE_DEFAULT, check_vectors: int = 20000, table_bits: int | None = None,
