@@ -159,11 +159,15 @@ def test_hil_port_errors_are_one_line(build, capsys):
         conn.close()
     threading.Thread(target=hang_up, daemon=True).start()
     t = time.monotonic()
-    assert main(["hil", str(build), "--port", url, "--max-steps", "3", "--reconnect", "0.5"]) == 2
+    (build / "hil_report.json").unlink(missing_ok=True)
+    assert main(["hil", str(build), "--port", url, "--max-steps", "3", "--reconnect", "0.5"]) == 1  # ran, not as asked
     err = capsys.readouterr().err.strip()
     assert time.monotonic() - t < 10
     assert err.startswith(f"dwc hil: error: lost the connection to {url} (") and "could not reopen it in " in err
     assert "over 0.5 s: Connection refused" in err and "\n" not in err, err
+    assert "; 0 of 1 episode(s) finished (0 steps in all, 0 of the episode in progress)" in err, err
+    r = json.loads((build / "hil_report.json").read_text())  # what finished is kept, and where it stopped
+    assert not r["passed"] and r["lost"]["episodes_done"] == 0 and r["return_hil"] == [] and r["steps"] == 0
 
 
 def test_board_sim_errors(build, capsys):

@@ -26,7 +26,9 @@ is reopened for up to --reconnect seconds. --port takes anything pyserial opens:
 socket://HOST:PORT and rfc2217://HOST:PORT. Writes BUILD/hil_report.json: returns next to the
 reference executor's, on-chip latency in cycles, link time per step beside the task's control period
 (and the baud rate real time needs: dwc synth --board ... --baud builds a board top for it), resent frames and, on a port,
-reconnections. Exit 0 only when every action equals the reference's.
+reconnections. Exit 0 only when every action equals the reference's; 1 on a mismatch, or when the
+board is lost (no reply after 4 sends, or not reopened within --reconnect): the line says how many
+steps and episodes finished, and hil_report.json keeps their results ("lost": where it stopped).
 """
 
 

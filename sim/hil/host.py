@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from dwc.core.defaults import BAUD, HIL_TIMEOUT_S, RECONNECT_S
-from dwc.core.errors import OptionError, UserError
+from dwc.core.errors import NotAsAsked, OptionError, UserError
 from dwc.core.rundir import write_json
 
 SIM_DIVISOR = 4  # clock cycles per UART bit in simulation (the board uses clock / baud)
@@ -138,7 +138,7 @@ def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps
     except ValueError as e:
         raise UserError(str(e)) from None
     link, parser = _Link(port, baud, min(0.05, timeout_s), reconnect_s), ResponseParser(ports)
-    episodes, latencies, retries, late, link_s, step = [], set(), 0, 0, 0.0, 0
+    episodes, latencies, retries, late, link_s, step, lost = [], set(), 0, 0, 0.0, 0, None
     t0 = time.perf_counter()
 
     def receive(deadline: float, seq: int):
@@ -177,12 +177,14 @@ def run_serial(graph, ports, port: str, baud: int, env_id: str, seeds, max_steps
                 latencies.add(got[1])
                 step += 1
             episodes.append(ep.record())
+    except UserError as e:  # the board is gone (or mute): what finished is kept, the report says where it stopped
+        lost = {"why": str(e), "steps": step, "episodes_done": len(episodes), "episode_steps": len(ep.actions)}
     finally:
         link.port.close()
         env.close()
     return {"episodes": episodes, "latency": sorted(latencies), "retries": retries, "reconnects": link.reconnects,
             "late_replies": late, "bad_frames_host": parser.bad, "seconds": time.perf_counter() - t0,
-            "link_seconds": link_s}
+            "link_seconds": link_s, "lost": lost}
 
 
 def control_period(env_id: str) -> float | None:
@@ -233,7 +235,7 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
     else:
         log(f"running {episodes} episode(s) over {port} ...")
         r = run_serial(graph, ports, port, baud, env_id, seeds, max_steps, timeout_s, reconnect_s)
-        ref = reference()
+        ref = reference()[:len(r["episodes"])]  # a lost board: the episodes it finished
     obs_len, act_len = frame_lengths(ports)
     bits = 10 * (obs_len + act_len)
     steps = sum(e["steps"] for e in r["episodes"])
@@ -260,8 +262,15 @@ def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None,
         report.update(reconnects=r["reconnects"], bad_frames_at_host=r["bad_frames_host"])
     report["late_replies_dropped"] = r.get("late_replies", 0)  # replies to an earlier observation (its sequence byte)
     report["action_mismatches"] = action_mismatches(r["episodes"], ref)
-    report["passed"] = report["action_mismatches"] == 0 and set(r["latency"]) <= {ports["latency_cycles"]}
+    report["passed"] = (report["action_mismatches"] == 0 and set(r["latency"]) <= {ports["latency_cycles"]}
+                        and not r.get("lost"))
+    if lost := r.get("lost"):
+        report["lost"] = lost
     write_json(build / "hil_report.json", report)
+    if lost:
+        raise NotAsAsked(f"{lost['why']}; {lost['episodes_done']} of {episodes} episode(s) finished "
+                         f"({lost['steps']} steps in all, {lost['episode_steps']} of the episode in progress), "
+                         f"{report['action_mismatches']} action mismatches in them: see {build / 'hil_report.json'}")
     return report
 
 
