@@ -6,7 +6,6 @@ lemma is expected to need and the most it may try; the size of each SAT problem)
     [reference] lemma 5/14 adder level 1: induction length 2 (expected 2, at most 16), base case 2:
     145,685 variables ... 12 s
     [reference] lemma 5/14 adder level 1: proved, 24 s
-    [netlist] induction: ...: net 1,234 of 2,378 ... 60 s
 """
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ _SOLVE = re.compile(r"\[(base case|induction step) (\d+)\] Solving problem with 
 _EQUIV = re.compile(r"(Proving existence of base case|Proving induction step) (?:for step )?(\d+)\. "
                     r"\(\d+ clauses over (\d+) variables\)")
 _PASS = re.compile(r"\d+\. Executing (\S+) pass")
-_CELLS = re.compile(r"Found (\d+) unproven \$equiv cells")
 _ENDS = (("Induction step proven: SUCCESS!", "proved"), ("model found for base case: FAIL!", "counterexample"),
          ("SAT proof finished - no model found: SUCCESS!", "proved"),
          ("SAT proof finished - model found: FAIL!", "counterexample"),
@@ -33,16 +31,9 @@ class _Step(Stage):
 
     def __init__(self, log, prefix: str, what: str, expect: int | None, most: int):
         self.expect, self.most, self.length, self.outcome = expect, most, None, None
-        self.cells = self.tried = 0  # equiv_simple -v: the shared nets to prove, and those tried so far
         super().__init__(log, prefix, what)
 
     def line(self, text: str) -> None:
-        if "Trying to prove $equiv cell" in text:  # one per net: counted, shown by the heartbeat
-            self.tried += 1
-            self.phase = f"net {self.tried:,} of {self.cells:,}"
-            return
-        if m := _CELLS.search(text):
-            self.cells = int(m.group(1))
         phase = None
         if m := _LENGTH.search(text):
             self.length = int(m.group(1))
@@ -52,7 +43,7 @@ class _Step(Stage):
         elif m := _EQUIV.search(text):
             phase = f"{m.group(1).lower()} {m.group(2)}: {int(m.group(3)):,} variables"
         elif m := _PASS.search(text):
-            phase = "solving" if m.group(1) in ("SAT", "EQUIV_INDUCT", "EQUIV_SIMPLE") else "preparing the designs"
+            phase = "solving" if m.group(1) in ("SAT", "EQUIV_INDUCT") else "preparing the designs"
         for needle, word in _ENDS:
             if needle in text:
                 self.outcome = word

@@ -37,10 +37,9 @@ ASSUMPTIONS_NETLIST = ("Power-up state: every register at its declared initial v
                        "netlist's cells as yosys defines them.")
 METHOD_NETLIST = ("Register and net correspondence by name (yosys equiv_make). Power-up: a miter of every "
                   "shared net, one cycle from the declared initial values (sat). Induction step: if every "
-                  "shared net is equal in a cycle, every one is equal in the next, proved net by net "
-                  "(equiv_simple: each net from the shared nets its logic reads, in its cycle or through a "
-                  "register in the one before, taken as equal), then any left in one problem (equiv_induct "
-                  "-seq 1), MiniSat. Hence all are equal in every cycle. When a net is not proved, the outputs alone are "
+                  "shared net is equal in a cycle, every one is equal in the next (equiv_induct -seq 1, "
+                  "MiniSat; each net proved with the shared nets it reads in that cycle taken as equal). "
+                  "Hence all are equal in every cycle. When a net is not proved, the outputs alone are "
                   "checked (miter, sat -tempinduct) for a counterexample.")
 
 
