@@ -105,8 +105,9 @@ def test_build_takes_every_train_option_with_its_name_default_and_help():
     for dest, (flags, default, help_) in train.items():
         if dest in own:
             continue
-        # the training --target is --train-target in build, whose --target is the FPGA to synthesise for
-        want = ("--train-target",) if dest == "target" else flags
+        # the LUT family trained for is --lut-family in both; its old name is --target in train and
+        # --train-target in build, whose --target is the FPGA to synthesise for
+        want = ("--lut-family", "--train-target") if dest == "target" else flags
         if dest == "eval_episodes":  # build's --episodes also counts the RTL's episodes, and says so
             assert build[dest][:2] == (want, default) and "(default 10, as dwc train)" in build[dest][2]
             continue
@@ -116,7 +117,7 @@ def test_build_takes_every_train_option_with_its_name_default_and_help():
 
 
 TRAIN_OPTS = ["--env", "InvertedPendulum-v5", "--steps", "300", "--learning-starts", "100", "--seed", "3",
-              "--precision", "float32", "--eval-episodes", "1", "--train-target", "ice40", *SMALL_DWC[:2],
+              "--precision", "float32", "--eval-episodes", "1", "--lut-family", "ice40", *SMALL_DWC[:2],
               "--thermo-bits", "7", "--checkpoint-every", "100"]
 
 
@@ -124,8 +125,7 @@ def test_build_trains_the_run_train_trains_and_continues_it(tmp_path, capsys):
     """dwc build with dwc train's options writes the same config.json as dwc train (the synthesis
     --target none takes no part in it), a larger --steps trains the same run on, and an option that
     would train something else is named in the error."""
-    train_args = [("--target" if a == "--train-target" else a) for a in TRAIN_OPTS]
-    assert main(["train", *train_args, "--out", str(tmp_path / "t"), "--no-progress"]) == 0
+    assert main(["train", *TRAIN_OPTS, "--out", str(tmp_path / "t"), "--no-progress"]) == 0
     capsys.readouterr()
     out = tmp_path / "b"
     build = ["build", "--target", "none", "--episodes", "1", "--out", str(out), "--no-progress", "--json"]

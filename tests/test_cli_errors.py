@@ -234,3 +234,30 @@ def test_a_summary_quotes_the_run_evaluation_and_a_missed_clock_fails(capsys):
     assert "timing not met on ecp5-25k: Fmax 80.0 MHz < 100 MHz requested (--freq)" in capsys.readouterr().err
     placed = summary(requested_mhz=100.0, timing_met=False, clock_required=False)  # no --freq: reported only
     assert print_summary(placed, args) == 0
+
+
+# --- one meaning per option name -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, old, new", [
+    (["train", "--target", "ecp5", "--lut-inputs", "6", "--out", "{tmp}/r"], "--target", "--lut-family"),
+    (["build", "--train-target", "ecp5", "--lut-inputs", "6", "--out", "{tmp}/b"], "--train-target", "--lut-family"),
+    (["synth", "{tmp}/none", "--target", "ecp5-25k", "--seed", "3"], "--seed", "--placement-seed"),
+])
+def test_an_old_option_name_still_works_and_names_the_new_one(argv, old, new, tmp_path, capsys):
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2  # refused for another reason, after the note
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].endswith(f"{old} is the old name of {new}; use {new} (the old one still works)"), err
+    if new == "--lut-family":  # the option is named by its new flag in the error
+        assert "error: --lut-family ecp5 has 4-input LUTs; drop --lut-inputs 6" in err[1], err
+
+
+def test_no_option_name_means_two_things():
+    """--lut-family, not --target, for the LUTs trained as; --placement-seed, not --seed, for nextpnr; every
+    command that shows progress takes --no-progress."""
+    from dwc.cli.app import _parser_and_commands
+    commands = _parser_and_commands()[1]
+    flags = {name: {f: a for a in p._actions for f in a.option_strings} for name, p in commands.items()}
+    assert flags["train"]["--target"].dest == "target" and flags["train"]["--target"].option_strings[0] == "--lut-family"
+    assert flags["synth"]["--seed"].option_strings[0] == "--placement-seed"
+    for name in ("train", "eval", "build", "demo", "compile", "verify", "synth", "hil", "sweep"):
+        assert "--no-progress" in flags[name], name

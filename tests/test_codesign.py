@@ -77,8 +77,8 @@ def test_target_sets_the_native_lut_and_max_luts_sizes_the_layers():
 
 
 def test_cli_budget_errors(tmp_path):
-    assert_one_line_error(run_cli("train", "--target", "zynq", "--out", str(tmp_path / "a")), "--target")
-    assert_one_line_error(run_cli("train", "--target", "ecp5", "--lut-inputs", "6", "--out", str(tmp_path / "b")),
+    assert_one_line_error(run_cli("train", "--lut-family", "zynq", "--out", str(tmp_path / "a")), "--lut-family")
+    assert_one_line_error(run_cli("train", "--lut-family", "ecp5", "--lut-inputs", "6", "--out", str(tmp_path / "b")),
                           "4-input")
     assert_one_line_error(run_cli("train", "--max-luts", "100", "--width", "256", "--out", str(tmp_path / "c")),
                           "--max-luts")
@@ -92,7 +92,7 @@ def test_trained_circuit_meets_its_budgets_after_freezing(tmp_path, algo):
     24 comparators: the compiled circuit has 4-input LUTs and meets both; the comparators the
     first layer read fell from above the budget to within it during training."""
     run, build = tmp_path / "run", tmp_path / "build"
-    args = ["train", "--env", "Hopper-v5", "--algo", algo, "--target", "ecp5", "--max-luts", "120",
+    args = ["train", "--env", "Hopper-v5", "--algo", algo, "--lut-family", "ecp5", "--max-luts", "120",
             "--max-comparators", "24", "--thermo-bits", "15", "--steps", "2000", "--checkpoint-every", "1000",
             "--eval-episodes", "1", "--out", str(run), "--no-progress", "--hidden", "32"]
     args += ["--learning-starts", "300", "--batch-size", "32"] if algo == "sac" else ["--num-envs", "2", "--rollout-steps", "50"]

@@ -35,7 +35,8 @@ and then prints one line: connections, frames received, replies sent, bad frames
 --inject KIND@FRAME (repeatable) spoils one frame on the socket, counted from 0 since the board
 started, resent frames included: garbage, drop, corrupt or disconnect on the FRAME-th observation
 received (garbage bytes before it, one byte lost, one bit flipped, or the connection closed as it
-arrives); garbage-reply, drop-reply, corrupt-reply or late-reply on the FRAME-th reply sent (the
+arrives: garbage, drop and corrupt are dwc hil --sim --inject's kinds, which counts host steps instead,
+resends not included); garbage-reply, drop-reply, corrupt-reply or late-reply on the FRAME-th reply sent (the
 garbage holds a false start byte; a late reply is held back until just before the reply after the
 next, so it arrives while the host, having resent and moved on, waits for a later step's).
 """

@@ -11,7 +11,7 @@ from dwc.cli.train_options import add_train_options
 from dwc.core.config import TrainConfig
 from dwc.core.defaults import DEFAULT_FREQ_MHZ, RTL_EPISODES, SYNTH_TARGET
 from dwc.core.pipeline import BUILD_DEFAULT
-from dwc.core.errors import UserError
+from dwc.core.errors import OptionError, UserError
 
 
 BUILD_HELP = """\
@@ -19,7 +19,7 @@ examples:
   dwc build --env InvertedPendulum-v5 --steps 20000 --learning-starts 2000 --width 256 --thermo-bits 31 --out builds/ip
   dwc build --env InvertedPendulum-v5 --steps 30000 --learning-starts 2000 --width 256 --thermo-bits 31 --out builds/ip
                                            # the same build, trained on from step 20000
-  dwc build --env Hopper-v5 --train-target ecp5 --width 256 --max-comparators 128 --out builds/hop4
+  dwc build --env Hopper-v5 --lut-family ecp5 --width 256 --max-comparators 128 --out builds/hop4
                                            # trained as 4-input LUTs (ECP5's cell), built for ECP5-25k
   dwc build --from policies/hopper-v5-dwc --target xc7 --out builds/hopper     # skip training
   dwc build --from runs/ip --target none --out builds/ip-rtl                     # stop after verify
@@ -47,9 +47,9 @@ def add(sub):
                                    "loop on the evaluation episodes, synthesise for --target, and print one summary: "
                                    "float, frozen and RTL returns, LUTs, Fmax, latency, energy estimate, bitstream. "
                                    "Training takes every dwc train option, with the same meaning and default, so "
-                                   "dwc build trains exactly the run dwc train would; only dwc train's --target is "
-                                   "called --train-target here (--target is the FPGA to synthesise for, and it does "
-                                   "not change what is trained).",
+                                   "dwc build trains exactly the run dwc train would (--lut-family: the LUTs "
+                                   "trained; --target: the FPGA to synthesise for, which does not change what is "
+                                   "trained).",
                        epilog=BUILD_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="build folder (run/, circuit/, build.json, summary.json)")
     p.add_argument("--from", dest="from_run", type=Path,
@@ -60,7 +60,7 @@ def add(sub):
                    help=f"FPGA to synthesise for: a device, a family (ecp5, ice40: its smallest device the core "
                         f"fits), or none to stop after verify (default {SYNTH_TARGET}); it also picks the "
                         "popcount structure (see dwc compile), never the trained LUT size (that is --lut-inputs or "
-                        "--train-target)")
+                        "--lut-family)")
     p.add_argument("--pipeline", type=pipeline_stages, default=BUILD_DEFAULT, metavar="K|max|auto",
                    help="register stages in the core (default max: highest Fmax; auto: the fewest that reach "
                         "--freq on --target, measured by place and route)")
@@ -107,7 +107,10 @@ def _training(args):
                             f"{', '.join(_flag(k) for k in given)} do not apply; drop them or drop --from")
         return None
     args.resume = False
-    train_cfg = train_config(args)
+    try:
+        train_cfg = train_config(args)
+    except OptionError as e:  # a training option: named by its flag here (build's own --target is the FPGA's)
+        raise UserError(f"{_flag(e.option)}{e.detail}") from None
     if train_cfg.actor.policy == "mlp":
         raise UserError("--policy mlp: a float MLP has no circuit; dwc build takes dwc, gates or qmlp "
                         "(train the MLP baseline with dwc train)")
@@ -115,7 +118,7 @@ def _training(args):
 
 
 def _flag(name: str) -> str:
-    return {"target": "--train-target", "eval_episodes": "--episodes"}.get(name, "--" + name.replace("_", "-"))
+    return {"target": "--lut-family", "eval_episodes": "--episodes"}.get(name, "--" + name.replace("_", "-"))
 
 
 def print_summary(s: dict, args) -> int:

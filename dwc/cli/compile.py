@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dwc.cli.options import add_build_options, add_hdl_options, add_input_register, int_list, log_for, show
+from dwc.cli.options import (add_build_options, add_hdl_options, add_input_register, add_no_progress, int_list,
+                             log_for, show)
 from dwc.core.defaults import COMPARATOR_BANK, DEFAULT_FREQ_MHZ
 
 
@@ -27,9 +28,9 @@ def add(sub):
                    help="also write BUILD/policy.onnx (float observation in, action out; needs dwc[onnx])")
     p.add_argument("--target", help="the FPGA (or family: ecp5, ice40, xc7) the circuit is for: it picks the "
                                      "popcount structure (3:2 full adders on the LUT4 fabrics, 6:3 counters on "
-                                     "xc7; default: the run's dwc train --target, else 6:3) and, with --pipeline "
+                                     "xc7; default: the run's dwc train --lut-family, else 6:3) and, with --pipeline "
                                      "auto, the device whose measured Fmax picks the stages (default: the run's "
-                                     "--target family's smallest device, e.g. ecp5-25k)")
+                                     "--lut-family's smallest device, e.g. ecp5-25k)")
     p.add_argument("--freq", type=float, default=DEFAULT_FREQ_MHZ,
                    help=f"with --pipeline auto: the clock to reach, MHz (default {DEFAULT_FREQ_MHZ:g})")
     p.add_argument("--comparators", choices=("shared", "full"), default=COMPARATOR_BANK,
@@ -38,6 +39,7 @@ def add(sub):
                         "of carry-chain compares); full = one full-width compare per threshold, as before "
                         f"(default {COMPARATOR_BANK})")
     add_input_register(p)
+    add_no_progress(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -48,6 +50,6 @@ def run(args) -> int:
     target = placed_target(args.target, args.run) if args.pipeline == "auto" else args.target
     r = compile_run(args.run, args.out, args.obs_width, args.act_width, onnx=args.onnx, obs_frac=args.obs_frac,
                     pipeline=args.pipeline, table_bits=args.table_bits, target=target, freq=args.freq,
-                    log=log_for(args), comparators=args.comparators, input_register=args.input_register)
+                    log=log_for(args) if not args.no_progress else (lambda *a: None), comparators=args.comparators, input_register=args.input_register)
     show(args, r, compile_text)
     return 0

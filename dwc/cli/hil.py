@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dwc.cli.options import baud_rate, count, quiet_log, show
+from dwc.cli.options import add_no_progress, baud_rate, count, quiet_log, show
 from dwc.core.config import EVAL_SEED_OFFSET
 from dwc.core.defaults import BAUD, HIL_TIMEOUT_S, RECONNECT_S
 from dwc.core.errors import UserError
@@ -49,13 +49,17 @@ def add(sub):
                                             f"the training seed + {EVAL_SEED_OFFSET})")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps")
     p.add_argument("--inject", action="append", default=[], metavar="KIND@STEP",
-                   help="(--sim) inject a link fault before that step's frame: garbage, drop or corrupt")
+                   help="(--sim) spoil the observation frame of step STEP, counted from 0 across all the "
+                        "episodes (a resent frame is not a step): garbage (bytes before it), drop (one byte "
+                        "lost) or corrupt (one bit flipped). The same kinds as dwc board-sim --inject KIND@FRAME, "
+                        "which counts the frames the board receives, resent ones included (it knows no steps)")
     p.add_argument("--timeout", dest="timeout_s", type=float, default=HIL_TIMEOUT_S, metavar="SECONDS",
                    help=f"(--port) resend a frame when no valid reply came within this long "
                         f"(default {HIL_TIMEOUT_S:g})")
     p.add_argument("--reconnect", dest="reconnect_s", type=float, default=RECONNECT_S, metavar="SECONDS",
                    help=f"(--port) after a lost connection, keep trying to reopen the port this long "
                         f"(default {RECONNECT_S:g})")
+    add_no_progress(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 

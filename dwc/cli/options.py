@@ -46,6 +46,17 @@ def baud_rate(text: str) -> int:
     return baud
 
 
+class Renamed(argparse.Action):
+    """An option with an old name kept working (the flags after the first): given by it, the value is taken
+    and one line on stderr names the option to use, so a script keeps running and learns the new name."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string != self.option_strings[0]:
+            print(f"{parser.prog}: {option_string} is the old name of {self.option_strings[0]}; use "
+                  f"{self.option_strings[0]} (the old one still works)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def pipeline_stages(text: str) -> int | str:
     try:
         return parse_pipeline(text)
@@ -105,9 +116,16 @@ def given_options(args, leave_out: tuple[str, ...] = ()) -> dict:
     return {k: v for k, v in vars(args).items() if v is not None and k in OPTIONS and k not in leave_out}
 
 
+def add_no_progress(p):
+    """--no-progress on a command that prints progress lines while it works (tools run, stages, episodes)."""
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress lines while it works (the result, warnings and errors still print)")
+
+
 def quiet_log(args):
-    """Progress lines on stdout, or none when stdout carries --json."""
-    return (lambda *a: None) if args.json else (lambda msg: print(msg, flush=True))
+    """Progress lines on stdout, or none when stdout carries --json or --no-progress was given."""
+    quiet = args.json or getattr(args, "no_progress", False)
+    return (lambda *a: None) if quiet else (lambda msg: print(msg, flush=True))
 
 
 def show(args, result, text) -> None:

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from dwc.cli.options import baud_rate, quiet_log
+from dwc.cli.options import Renamed, add_no_progress, baud_rate, quiet_log
 from dwc.core.defaults import BAUD, DEFAULT_FREQ_MHZ, ENERGY_STEPS, PLACEMENT_SEED
 from dwc.core.errors import UserError
 
@@ -64,8 +64,9 @@ def add(sub):
     p.add_argument("--yosys-opts", help="options for yosys' synth_* command, replacing the target's measured "
                                         "default (ECP5: -cmp2softlogic, or -nobram when the adder trees are "
                                         "pipelined; others: none), e.g. -nowidelut")
-    p.add_argument("--seed", type=int, default=PLACEMENT_SEED,
-                   help=f"nextpnr placement seed (default {PLACEMENT_SEED})")
+    p.add_argument("--placement-seed", "--seed", dest="seed", type=int, default=PLACEMENT_SEED, action=Renamed,
+                   metavar="N", help=f"nextpnr's placement seed (default {PLACEMENT_SEED}; --seed, its old name, "
+                                     f"still works: elsewhere --seed seeds episodes)")
     p.add_argument("--route-budget", dest="route_budget_s", type=float, metavar="SECONDS", default=ROUTE_BUDGET_S,
                    help=f"how long nextpnr's default router (router1, usually the better Fmax) may route before "
                         f"the design is placed and routed again with router2, which routes congested designs "
@@ -76,6 +77,7 @@ def add(sub):
     p.add_argument("--energy-steps", type=int, default=ENERGY_STEPS, metavar="N",
                    help="closed-loop steps of the policy's env over which switching activity is measured for "
                         f"the energy estimate (default {ENERGY_STEPS}; 0 = no estimate)")
+    add_no_progress(p)
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
 
 

@@ -18,10 +18,10 @@ examples:
   # a small DWC with PPO on 8 envs:
   dwc train --env InvertedPendulum-v5 --algo ppo --num-envs 8 --width 64 --lut-inputs 4 --out runs/ip-ppo
   # codesign for ECP5: native 4-input LUTs, at most 512 LUTs and 96 comparators after freezing:
-  dwc train --env Hopper-v5 --target ecp5 --max-luts 512 --max-comparators 96 --out runs/hopper-ecp5
+  dwc train --env Hopper-v5 --lut-family ecp5 --max-luts 512 --max-comparators 96 --out runs/hopper-ecp5
   # or distil a trained policy into such a circuit (minutes, not an RL run; how close it gets
   # depends on what the small circuit can represent, see the README):
-  dwc train --algo distill --teacher policies/hopper-v5-dwc --target ecp5 --width 128 --steps 20000 --out runs/hopper-ecp5-distilled
+  dwc train --algo distill --teacher policies/hopper-v5-dwc --lut-family ecp5 --width 128 --steps 20000 --out runs/hopper-ecp5-distilled
   # the two-stage recipe in one resumable run: a float MLP teacher by SAC (runs/walker/teacher),
   # then a 2 x 256 DWC that learns its actions:
   dwc train --env Walker2d-v5 --algo distill --teacher-steps 300000 --steps 20000 --width 256 --out runs/walker

@@ -2,7 +2,7 @@
 same run: each option's name, default and help are said once, here."""
 from __future__ import annotations
 
-from dwc.cli.options import count
+from dwc.cli.options import Renamed, count
 from dwc.core.config import OPTIONS, TrainConfig, option_value
 
 
@@ -17,9 +17,9 @@ def shown(value) -> str:
 # Each option's default as --help states it: TrainConfig's, so it is said once (dwc.core.config).
 DEFAULT = {name: shown(option_value(TrainConfig(), name)) for name in OPTIONS}
 
-TRAIN_TARGET_HELP = ("FPGA family the circuit is for: ecp5 | ice40 (4-input LUTs) | xc7 (6-input LUTs); sets "
-                     "--lut-inputs to the fabric's LUT so one trained LUT is one LUT cell (a synth target name such "
-                     "as ecp5-25k also works)")
+TRAIN_TARGET_HELP = ("FPGA family whose LUTs the circuit is trained as: ecp5 | ice40 (4-input LUTs) | xc7 (6-input "
+                     "LUTs); sets --lut-inputs to the fabric's LUT so one trained LUT is one LUT cell (a synth target "
+                     "name such as ecp5-25k also works; the option's old name still works, with a note)")
 
 
 EPISODES_HELP = f"deterministic episodes evaluated at the end of training (default {DEFAULT['eval_episodes']})"
@@ -27,8 +27,9 @@ EPISODES_HELP = f"deterministic episodes evaluated at the end of training (defau
 
 def add_train_options(p, target_flag: str = "--target", episodes: bool = True):
     """dwc train's options (all but --out/--resume), shared by dwc build so that both train the same run.
-    dwc build calls the training --target ``--train-target``, its own --target being the synthesis target,
-    and gives --episodes itself (``episodes=False``): there it counts the RTL's episodes too."""
+    The LUT family trained for is --lut-family; ``target_flag`` is its old name (dwc train's --target, dwc
+    build's --train-target, as build's --target is the FPGA to synthesise for), still taken with a note.
+    dwc build gives --episodes itself (``episodes=False``): there it counts the RTL's episodes too."""
     _add_run_options(p, episodes)
     _add_circuit_options(p, target_flag)
     _add_learner_options(p)
@@ -93,7 +94,8 @@ def _add_circuit_options(p, target_flag: str):
                         "far from an input's best one still climb (at 1/K of the dense pace), at about 1/K of "
                         f"the dense step's extra cost (default {DEFAULT['wiring_refresh']}: never)")
     c = p.add_argument_group("codesign: train for a target FPGA and within its budgets (dwc policies)")
-    c.add_argument(target_flag, dest="target", help=TRAIN_TARGET_HELP)
+    c.add_argument("--lut-family", target_flag, dest="target", action=Renamed, metavar="FAMILY",
+                   help=TRAIN_TARGET_HELP)
     c.add_argument("--max-luts", type=int, help="at most this many LUTs in the LUT layers; sizes --width when it "
                                                 "is not given (popcount adders come on top)")
     c.add_argument("--max-comparators", type=int,

@@ -204,6 +204,8 @@ OPTIONS = {
     **{k: "ppo" for k in ("rollout_steps",)},
     **{k: "distill" for k in ("teacher", "teacher_steps", "dagger_steps", "updates_per_step", "distill_lr")},
 }
+# Options whose dwc train flag is not the field's name
+FLAGS = {"eval_episodes": "--episodes", "target": "--lut-family"}
 # What may change when resuming: how long and where to run, not what is trained.
 RESUMABLE = {"steps", "device", "cuda_graphs", "precision", "threads", "checkpoint_every", "eval_episodes"}
 
@@ -217,7 +219,7 @@ def resume_config(stored: TrainConfig, given: dict, flags: dict | None = None) -
     """The stored run's config with the RESUMABLE options of ``given`` applied. Any other option of
     ``given`` must equal the stored value: a resumed run keeps what it trains; each conflict is named
     (as ``flags`` spells the option, if it renames any)."""
-    flags = flags or {}
+    flags = {**FLAGS, **(flags or {})}
     conflicts = [f"{flags.get(k, '--' + k.replace('_', '-'))} {v} (the run has {option_value(stored, k)})"
                  for k, v in given.items()
                  if k not in RESUMABLE and option_value(stored, k) != v]
@@ -240,7 +242,7 @@ def train_command(cfg: TrainConfig, out: Path, resume: bool = False) -> list[str
         if name == "cuda_graphs":
             words += [] if v else ["--no-cuda-graphs"]
         elif v != option_value(default, name) or name in ("env", "policy", "algo", "steps", "seed"):
-            words += ["--episodes" if name == "eval_episodes" else f"--{name.replace('_', '-')}", str(v)]
+            words += [FLAGS.get(name, f"--{name.replace('_', '-')}"), str(v)]
     return words + ["--out", str(out)] + ["--resume"] * resume + ["--no-progress"]
 
 
@@ -266,7 +268,7 @@ def config_from_options(options: dict, where: str = "option", teacher_env: str |
         cfg.target, native = family, NATIVE_LUT_INPUTS[family]
         if options.get("lut_inputs", native) != native and cfg.actor.policy == "dwc":
             raise OptionError("target", f" {family} has {native}-input LUTs; drop --lut-inputs {options['lut_inputs']} "
-                            f"(or drop --target to train another arity)")
+                            f"(or drop --lut-family to train another arity)")
         if cfg.actor.policy == "dwc":
             cfg.actor.lut_inputs = native
     if cfg.algo == "distill" and cfg.distill.teacher.endswith(".onnx"):  # a model file names no task

@@ -177,7 +177,7 @@ def _train(stage: _Stages, out: Path, from_run: Path | None, train_cfg, progress
         cfg, resume = train_cfg, (run / "checkpoint.pt").exists()
         if resume:  # an interrupted or shorter run of this build: trained on, if it trains the same thing
             cfg = resume_config(load_config(run), {k: option_value(train_cfg, k) for k in OPTIONS},
-                                flags={"target": "--train-target"})
+                                flags={"target": "--lut-family"})
         r = train_and_evaluate(cfg, run, resume=resume, progress=progress, log=log,
                                command=train_command(cfg, run, resume=resume))
         return {"train_steps": r["train_steps"], "mean_return": r["mean_return"]}

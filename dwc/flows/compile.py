@@ -45,7 +45,7 @@ def freeze_run(run: Path, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH
 
 def popcount_compressor(graph: Graph, target: str | None = None) -> int:
     """The popcounts' first-level counter for the fabric the circuit is built for: ``target``'s (an
-    FPGA name or family), else the family the run was trained for (``dwc train --target``), else a
+    FPGA name or family), else the family the run was trained for (``dwc train --lut-family``), else a
     LUT6 fabric's 6:3 (see :data:`dwc.rtl.popcount.COMPRESSORS` for what was measured)."""
     from dwc.rtl.popcount import COMPRESSOR, compressor_for
     from dwc.core.targets import NATIVE_LUT_INPUTS, family_of
