@@ -50,7 +50,8 @@ def _bits(n: int) -> int:
 def stages(g: Graph, ports: dict, nets: dict[str, int]) -> list[Stage]:
     """The lemmas for this core: its internal nets at the component boundaries, with the clock edge at
     which each holds the value of a given observation (from ``register_cuts``). Only nets present in the
-    flattened core (``nets``: name -> width) with the reference's width are used; an unrecognised
+    flattened core (``nets``: name -> width) with the reference's width (a partial sum: at least it) are
+    used; a boundary without them is skipped (the lemma after it spans both), and an unrecognised
     pipeline layout gives the contract in one piece."""
     cuts, latency = ports.get("register_cuts", []), ports["latency_cycles"]
     aw = g.action_format.width
