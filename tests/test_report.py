@@ -179,7 +179,7 @@ def test_report_says_where_unfinished_runs_stand(tmp_path, capsys, few_resamples
     (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "charts/SPS": 20.0}) + "\n" for s in (500, 600)))
     with open(sweep / "runs/T-v0/few/seed1/run/metrics.jsonl", "a") as f:  # a finished run of its config, at 10/s
         f.write(json.dumps({"step": STEPS, "charts/SPS": 10.0}) + "\n")
-    (sweep / "spec.yaml").write_text(f"tasks: [T-v0]\nseeds: 5\nsteps: {STEPS}\nconfigs: "
+    (sweep / "spec.yaml").write_text(f"tasks: [T-v0]\nseeds: 5\nsteps: {STEPS}\noptions: {{learning_starts: 100}}\nconfigs: "
                                      "{zeta-ref: {}, alpha: {}, zeta-bf16: {}, few: {}}\n")
     state = json.loads((sweep / "sweep.json").read_text())
     state["runs"]["T-v0/few/seed4"].update(state="failed", error="RuntimeError: boom")

@@ -47,7 +47,7 @@ def test_a_config_can_run_on_some_tasks_only(tmp_path):
     text = """
 tasks: [InvertedPendulum-v5, InvertedDoublePendulum-v5]
 seeds: 2
-steps: 2000
+steps: 6000
 configs:
   mlp: {policy: mlp}
   dwc-b15: {policy: dwc, width: 32, thermo_bits: 15, tasks: [InvertedDoublePendulum-v5]}

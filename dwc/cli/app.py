@@ -148,9 +148,8 @@ def _outside_out(e: OSError, args) -> Path | None:
     """--out, where ``e`` is the failure to create it (or a folder above it): a path that cannot exist
     there (under /proc, below a file) is the user's to change, not a bug."""
     out = getattr(args, "out", None)
-    if out is None or e.filename is None or e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EEXIST,
-                                                              *DISK_ERRORS):
-        return None
+    if out is None or e.filename is None or e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EEXIST):
+        return None  # a refused write (EACCES, a full disk) is the disk's: said below, with what was kept
     where = Path(os.path.abspath(e.filename))
     target = Path(os.path.abspath(out))
     return out if where == target or where in target.parents else None
