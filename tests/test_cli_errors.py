@@ -261,3 +261,11 @@ def test_no_option_name_means_two_things():
     assert flags["synth"]["--seed"].option_strings[0] == "--placement-seed"
     for name in ("train", "eval", "build", "demo", "compile", "verify", "synth", "hil", "sweep"):
         assert "--no-progress" in flags[name], name
+
+
+def test_a_mistyped_option_is_named_before_a_missing_argument(capsys):
+    """dwc synth --bogus (no build folder either): the mistyped option is what is named, not 'build'."""
+    assert main(["synth", "--bogus"]) == 2
+    one_line(capsys, "unknown option --bogus")
+    assert main(["synth"]) == 2
+    one_line(capsys, "the following arguments are required: build")

@@ -111,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args, unknown = parser.parse_known_args(argv)
-    except _Refused as e:
-        print(e, file=sys.stderr)
+    except _Refused as e:  # a mistyped option first: argparse would complain of what it then missed
+        typos = _unknown_flags(argv[0], argv[1:], commands) if argv and argv[0] in commands else []
+        print(f"dwc {argv[0]}: error: {_unknown_options(argv[0], typos)} (dwc {argv[0]} --help lists the options)"
+              if typos else e, file=sys.stderr)
         return 2
     args.argv = argv
     if args.command is None:
@@ -153,6 +155,12 @@ def _outside_out(e: OSError, args) -> Path | None:
     where = Path(os.path.abspath(e.filename))
     target = Path(os.path.abspath(out))
     return out if where == target or where in target.parents else None
+
+
+def _unknown_flags(command: str, words: list[str], commands: dict) -> list[str]:
+    """The words that look like options and that ``command`` does not have."""
+    known = {f for a in commands[command]._actions for f in a.option_strings}
+    return [w for w in words if w.startswith("--") and w.split("=")[0] not in known]
 
 
 def _unknown_options(command: str, unknown: list[str]) -> str:

@@ -32,7 +32,8 @@ and logs go to BUILD/synth/<target>.failed/. The energy
 per action is an ESTIMATE: switching activity measured on closed-loop episodes of the policy's env
 (IR reference executor) times assumed per-cell energies, plus static power over the clock period;
 the model and its constants are in the report. The core's resources
-are the core alone; place and route wraps it in a 5-pin serial shell (reported apart) so it fits
+are the core alone; place and route wraps it in a 7-pin serial shell (clk, rst, sin, load,
+shift_out, sout, done; reported apart) so it fits
 any package. nextpnr routes with its default router (router1, usually the better Fmax); one that has
 not finished after --route-budget seconds is stopped and the design placed and routed again with
 router2, which routes congested cores far faster (report: router). Open tools only (YoWASP
