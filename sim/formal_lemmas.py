@@ -143,6 +143,41 @@ def _slices(p: Point) -> list[tuple[int, int, int | None]]:
     return out
 
 
+def _reference_side(o: list[str], stage: Stage, ab: int) -> list[str]:
+    """The reference in the checker (cut at the lemma's inputs, its outputs delayed by the lemma's
+    depth) and the assertions on the core's nets; the contract in one piece: its action."""
+    ins, depth = stage.inputs, stage.depth
+    asserts = []
+    # the reference's stage reads only its input nets; its observation input, cut off, is don't care
+    rconns = [f".obs({'obs_1' if stage.whole else 'obs'})"]
+    if stage.whole:
+        o.append(f"  wire [{ab - 1}:0] ra_0;")
+        rconns.append(".action(ra_0)")
+    cut = {}  # a reference net that is an input of the lemma too (a finished sum): the input itself
+    for i, p in enumerate(ins):
+        lsb = 0
+        for name, w in p.spec:
+            cut[name] = f"x{i}[{lsb + w - 1}:{lsb}]"
+            rconns.append(f".\\{name}.i ({cut[name]})")
+            lsb += w
+    for j, p in enumerate(stage.asserted):
+        o.append(f"  wire [{p.spec_width - 1}:0] q{j}_0;  // the reference's {p.net}")
+        lsb = 0
+        for name, w in p.spec:
+            if name in cut:
+                o.append(f"  assign q{j}_0[{lsb + w - 1}:{lsb}] = {cut[name]};")
+            else:
+                rconns.append(f".{name}(q{j}_0[{lsb + w - 1}:{lsb}])")
+            lsb += w
+        _delay_line(o, f"q{j}", p.spec_width, depth, reset=True)
+        guard = f"if (h{depth}) " if depth else ""
+        asserts.append(f"{guard}assert(r{j} == q{j}_{depth});")
+        asserts += [f"assert(r{j}[{lsb + w - 1}:{lsb}] <= {w}'d{most});" for lsb, w, most in _slices(p)
+                    if most is not None]
+    o.append(f"  dwc_ref spec({', '.join(rconns)});")
+    return asserts
+
+
 def checker_verilog(g: Graph, ports: dict, stage: Stage) -> str:
     """Module ``dwc_formal`` for one lemma: the core (``dwc_core``; the stage's nets exposed, its input
     nets cut and driven from the module's inputs ``x<i>``), the reference (``dwc_ref``, cut the same
@@ -176,35 +211,7 @@ def checker_verilog(g: Graph, ports: dict, stage: Stage) -> str:
     for k in range(1, max(depth, L) + 1):
         o.append(f"  reg h{k} = 1'b0;")
         o.append(f"  always @(posedge clk) h{k} <= !rst" + (f" && h{k - 1};" if k > 1 else ";"))
-    asserts = []
-    if stage.asserted or stage.whole:
-        # the reference's stage reads only its input nets; its observation input, cut off, is don't care
-        rconns = [f".obs({'obs_1' if stage.whole else 'obs'})"]
-        if stage.whole:
-            o.append(f"  wire [{ab - 1}:0] ra_0;")
-            rconns.append(".action(ra_0)")
-        cut = {}  # a reference net that is an input of the lemma too (a finished sum): the input itself
-        for i, p in enumerate(ins):
-            lsb = 0
-            for name, w in p.spec:
-                cut[name] = f"x{i}[{lsb + w - 1}:{lsb}]"
-                rconns.append(f".\\{name}.i ({cut[name]})")
-                lsb += w
-        for j, p in enumerate(stage.asserted):
-            o.append(f"  wire [{p.spec_width - 1}:0] q{j}_0;  // the reference's {p.net}")
-            lsb = 0
-            for name, w in p.spec:
-                if name in cut:
-                    o.append(f"  assign q{j}_0[{lsb + w - 1}:{lsb}] = {cut[name]};")
-                else:
-                    rconns.append(f".{name}(q{j}_0[{lsb + w - 1}:{lsb}])")
-                lsb += w
-            _delay_line(o, f"q{j}", p.spec_width, depth, reset=True)
-            guard = f"if (h{depth}) " if depth else ""
-            asserts.append(f"{guard}assert(r{j} == q{j}_{depth});")
-            asserts += [f"assert(r{j}[{lsb + w - 1}:{lsb}] <= {w}'d{most});" for lsb, w, most in _slices(p)
-                        if most is not None]
-        o.append(f"  dwc_ref spec({', '.join(rconns)});")
+    asserts = _reference_side(o, stage, ab) if stage.asserted or stage.whole else []
     for i, p in enumerate(ins):  # proved by the previous lemma
         asserts[:0] = [f"assume(x{i}[{lsb + w - 1}:{lsb}] <= {w}'d{most});" for lsb, w, most in _slices(p)
                        if most is not None]
