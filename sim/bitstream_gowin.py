@@ -30,7 +30,9 @@ direction is refused. Pads the build placed no port on are driven low.
 Simulated: the netlist with yosys' Gowin cell models, flattened by yosys (``opt_expr`` constant
 folding, then the routing and cells that nothing reads removed).
 Not decoded: I/O standards, drive strengths and pull-ups (no logic), the global set/reset at power-up
-(the benches reset the design first).
+(the benches reset the design first). Refused: any cell but LUTs, ALUs, wide-LUT muxes, flip-flops and
+plain I/O buffers; block RAM (gowin_unpack writes a BSRAM with its fuses as parameters, which no model
+takes) with the advice to synthesise with ``--yosys-opts -nobram``.
 """
 from __future__ import annotations
 
@@ -56,6 +58,10 @@ module DWC_GOWIN_ALU(output F, output COUT, input I0, I1, I2, I3, CIN);
   assign COUT = s ? CIN : g;
 endmodule
 """
+
+
+# the cells the decoded netlist is simulated with (and flip-flops, DFF*E); others are refused
+CHECKED_CELLS = {"LUT4", "DWC_GOWIN_ALU", "MUX2", "IBUF", "OBUF"}
 
 
 class CorruptBitstream(NotReproduced):
@@ -277,6 +283,11 @@ def cells_netlist(out: Path, report: dict) -> tuple[str, dict]:
     if bad:  # gowin_unpack writes cell pins without the macro's backquote: such a pin would float
         raise BitstreamError(f"decoded netlist: cell pins on aliased wires ({', '.join(sorted(bad)[:3])}); not modelled")
     text = name_pads(text, (out / "pads.cst").read_text(), pin_sites(report, db), ports)
+    kinds = set(re.findall(r"^(\w+) \w+ \(", text, re.M)) - {"module"}
+    other = sorted(k for k in kinds if k not in CHECKED_CELLS and not re.fullmatch(r"DFF[SRPCN]*E", k))
+    if other:  # gowin_unpack writes them (BSRAM: its fuses as parameters), but no model was checked here
+        raise BitstreamError(f"decoded netlist: {', '.join(other)} cells, which --bitstream does not simulate on Gowin"
+                             + ("; for block RAM, synthesise with --yosys-opts -nobram" if "BSRAM" in other else ""))
     cells = {k: len(re.findall(rf"^{k} ", text, re.M)) for k in ("LUT4", "DWC_GOWIN_ALU", "MUX2", "IBUF", "OBUF")}
     cells["DFF"] = len(re.findall(r"^DFF\w* ", text, re.M))
     return text, {"cells": cells, "clock_taps_named": taps, "luts_all_ones": ones, "long_wires_joined": joined}
