@@ -84,10 +84,11 @@ def markdown(records: list[dict]) -> str:
         cells = (f"{r['cells']['used']:,}/{r['cells']['available']:,} {r['cells']['kind']}" if r["cells"] else
                  f"{r['utilisation']:.1%} of {r['utilisation_of']}" if r["utilisation"] is not None else "-")
         num = (lambda v, f="{:,}": "-" if v is None else f.format(v))
+        too_small = f" ({', '.join(r['too_small'])} too small)" if r["too_small"] else ""
         if not r["fits"]:
             notes.append(f"- {r['policy']} on {r['family']}: {r['did_not_fit']}")
         rows.append(f"| {r['policy']} | {r['family']}{' (estimate)' if r['estimate_only'] else ''} "
-                    f"| {r['device'] or '-'} | {cells} | {num(r['luts'])} | {num(r['ffs'])} "
+                    f"| {r['device'] or '-'}{too_small} | {cells} | {num(r['luts'])} | {num(r['ffs'])} "
                     f"| {num(r['fmax_mhz'], '{:.1f}')} | {num(r['latency_cycles'])} "
                     f"| {num(r['action_latency_ns'], '{:.1f}')} | {verdict(r)} | {num(r['wall_s'], '{:.0f}')} |")
     return head + "\n".join(rows) + "\n" + ("\nDid not fit:\n\n" + "\n".join(notes) + "\n" if notes else "")

@@ -55,7 +55,7 @@ def test_finished_cells_are_read_and_tabled(tmp_path, capsys):
     assert not machxo2["fits"] and machxo2["wall_s"] == 31.0
     assert xc7["estimate_only"] and xc7["fmax_mhz"] is None
     md = (tmp_path / "family_table.md").read_text()
-    assert f"| {POLICY} | gowin | gowin-4k | 2,074/4,608 LUT4 | 1,652 | 1,389 | 180.0 | 15 | 83.3 | met (100 MHz placed) | 99 |" in md
+    assert f"| {POLICY} | gowin | gowin-4k (gowin-1k too small) | 2,074/4,608 LUT4 | 1,652 | 1,389 | 180.0 | 15 | 83.3 | met (100 MHz placed) | 99 |" in md
     assert "| xc7 (estimate) | xc7 | 5.5% of LUT6 |" in md and "does not fit" in md and "136%" in md
     lines = capsys.readouterr().out.splitlines()
     assert sum(line.startswith("[") for line in lines) == 6  # a start and an end line per cell
