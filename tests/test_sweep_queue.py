@@ -16,6 +16,7 @@ def test_runs_started_earlier_are_queued_first(tmp_path):
 tasks: [InvertedPendulum-v5, Hopper-v5]
 seeds: 2
 steps: 2000
+options: {learning_starts: 1000}
 configs: {mlp: {policy: mlp}, dwc: {policy: dwc}}
 """))
     jobs = spec.jobs(tmp_path / "out")

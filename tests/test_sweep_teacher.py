@@ -33,7 +33,7 @@ def test_each_run_distils_the_teacher_run_of_its_task_and_seed(tmp_path):
     moved = {j.id: j for j in spec.jobs(tmp_path / "elsewhere")}
     assert moved[s2.id].key == s2.key and moved[s2.id].cfg.distill.teacher != s2.cfg.distill.teacher
     # scaled down, a config's own steps give way to the section's
-    (tmp_path / "d.yaml").write_text(SPEC + "scale_down: {steps: 50}\n")
+    (tmp_path / "d.yaml").write_text(SPEC + "scale_down: {steps: 50, options: {learning_starts: 20}}\n")
     assert {j.cfg.steps for j in load_spec(tmp_path / "d.yaml", scale_down=True).jobs(tmp_path)} == {50}
 
 
