@@ -3,16 +3,14 @@ run: in this process one vector env per seed, stepped one after another, or all 
 worker processes. A single run is K = 1, in this process."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
-import signal
-import threading
 
 import gymnasium as gym
 import numpy as np
 
 from dwc.core.errors import UserError
+from dwc.core.signals import stops_ignored
 from dwc.train.envs import Resumable, make_vector_env, real_next_obs, resume_episodes, start_episodes
 
 
@@ -30,19 +28,6 @@ def env_workers(device, seeds: int, envs_per_seed: int) -> bool:
     return device.type == "cuda" and seeds > 1 and len(os.sched_getaffinity(0)) > seeds * envs_per_seed
 
 
-@contextlib.contextmanager
-def _signals_ignored():
-    """Processes started in the block ignore Ctrl-C and SIGTERM (the disposition survives their exec): the
-    trainer alone gets them, checkpoints, and then closes its workers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
 
 
 class SeedEnvs:
@@ -54,7 +39,7 @@ class SeedEnvs:
     def __init__(self, env_id: str, k: int, n: int, workers: bool):
         self.k, self.n, self.workers, self.closed = k, n, workers, False
         if workers:
-            with _signals_ignored():
+            with stops_ignored():
                 self.vec = gym.vector.AsyncVectorEnv([lambda: Resumable(gym.make(env_id))] * (k * n), context="spawn",
                                                      autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
             self.envs = []

@@ -4,13 +4,11 @@ socket://HOST:PORT`` drives it through the same serial code as a board on /dev/t
 ser2net). The simulator side is ``dwc.sim.cocotb_bench.board``."""
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 from pathlib import Path
 
 from dwc.core.defaults import BAUD
 from dwc.core.errors import OptionError, UserError
+from dwc.core.signals import stops_ignored
 
 FAULTS_IN = ("garbage", "drop", "corrupt", "disconnect")  # on the N-th observation frame received
 FAULTS_OUT = ("garbage-reply", "drop-reply", "corrupt-reply", "late-reply")  # on the N-th reply sent
@@ -79,7 +77,7 @@ def board_sim(build: Path, listen: str, baud: int = BAUD, clock_mhz: float | Non
     try:
         r = bench.board(divisor, host, port, quiet, inward, outward, on_event)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the counters, read with a second stop signal ignored
-        with _stops_ignored():  # (a service manager that repeats SIGTERM): one summary, no traceback
+        with stops_ignored():  # (a service manager that repeats SIGTERM): one summary, no traceback
             s = bench.board_status()
         s["stopped"] = True
         return s
@@ -90,18 +88,6 @@ def board_sim(build: Path, listen: str, baud: int = BAUD, clock_mhz: float | Non
     return r  # the bench stops on its own only when this process is going away
 
 
-@contextlib.contextmanager
-def _stops_ignored():
-    """SIGINT and SIGTERM ignored inside the block (main thread only: only it receives signals)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def board_sim_text(s: dict) -> str:
