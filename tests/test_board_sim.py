@@ -104,10 +104,11 @@ def test_hil_over_a_virtual_board_recovers_from_every_fault(build, capsys):
         assert r["late_replies_dropped"] == 1
         assert r["bad_frames_at_host"] >= 2  # the false start in the reply garbage, the corrupted reply
         assert r["mode"] == f"serial {board.url}"
-        # a second board on the same address: one line, no traceback
+        # a second board on the same build (and address) is refused by the build's lock: one line naming
+        # the running board, no traceback, and the running board is left alone
         assert main(["board-sim", str(build), "--listen", board.url.removeprefix("socket://")]) == 2
         err = capsys.readouterr().err
-        assert f"cannot listen on {board.url.removeprefix('socket://')}: Address already in use" in err, err
+        assert f"is in use: dwc board-sim by pid {board.proc.pid}" in err and "Traceback" not in err, err
         # the board keeps running: a second session is a new connection to the same board
         code, r2 = hil(build, board.url, "--max-steps", "5", "--timeout", "1.5")
         assert code == 0 and r2["action_mismatches"] == 0 and r2["retries"] == 0 and r2["reconnects"] == 0
