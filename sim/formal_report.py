@@ -72,6 +72,8 @@ def sat_results(log: str) -> list[dict]:
             r["length"] = int(lengths[-1]) if lengths else None
         elif re.search(r"[Rr]eached maximum number of time steps|proof failed", text):
             r["status"] = "unproved"
+        if r["status"] in ("running", "unproved") and lengths:
+            r["reached_length"] = int(lengths[-1])  # how far the induction got before it stopped
         out.append(r)
     return out
 
