@@ -232,3 +232,16 @@ def test_errors(tmp_path, lut_build, capsys):
     assert "not a dwc compile output" in capsys.readouterr().err
     assert main(["verify", "--formal", str(lut_build), "--formal-timeout", "0"]) == 2
     assert "--formal-timeout" in capsys.readouterr().err
+
+
+def test_no_progress_silences_the_proof(lut_build, tmp_path, capsys):
+    """--formal prints each lemma as it runs and ends; with --no-progress only the result is printed."""
+    build = tmp_path / "b"
+    shutil.copytree(lut_build, build, ignore=shutil.ignore_patterns("formal*"))
+    assert _formal(build, "--formal-proof", "reference")[0] == 0
+    loud = capsys.readouterr().out
+    assert re.search(r"lemma 1/\d+ comparators: proved, \d+ s", loud), loud
+    assert _formal(build, "--formal-proof", "reference", "--no-progress")[0] == 0
+    quiet = capsys.readouterr().out
+    assert "lemma 1/" not in quiet and "..." not in quiet, quiet
+    assert quiet.splitlines()[0].startswith("dwc verify --formal:") and "PROVED in" in quiet
