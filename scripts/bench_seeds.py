@@ -77,7 +77,7 @@ def _autogroup() -> bool | None:
 def train_args(args, out: Path, threads: int) -> list[str]:
     words = [sys.executable, "-m", "dwc", "train", "--env", args.env, "--policy", args.policy,
              "--steps", str(args.learning_starts + args.measure_steps), "--learning-starts", str(args.learning_starts),
-             "--checkpoint-every", str(10**9), "--episodes", "1", "--no-progress", "--threads", str(threads),
+             "--checkpoint-every", str(10**9), "--eval-episodes", "1", "--no-progress", "--threads", str(threads),
              "--device", args.device, "--out", str(out)]
     if args.policy in ("dwc", "gates"):
         words += ["--width", str(args.width), "--thermo-bits", str(args.thermo_bits), "--wiring", args.wiring]

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from dwc.ir.compiled import load_build
-from dwc.core.defaults import RTL_EPISODES, SIMULATOR, VECTORS
+from dwc.core.defaults import VERIFY_EPISODES, SIMULATOR, VECTORS
 from dwc.core.errors import OptionError, UserError
 from dwc.ir import Graph
 from dwc.ir import reference as ref
@@ -59,7 +59,7 @@ def evaluation_seed(graph) -> int:
     return (TrainConfig.seed if seed is None else int(seed)) + EVAL_SEED_OFFSET
 
 
-def verify(build: Path, env_id: str | None = None, episodes: int = RTL_EPISODES, sim: str = SIMULATOR,
+def verify(build: Path, env_id: str | None = None, episodes: int = VERIFY_EPISODES, sim: str = SIMULATOR,
            seed: int | None = None,
            max_steps: int | None = None, netlist: bool = False, n_random: int = VECTORS, progress: bool = True,
            log=print, bitstreams: list[str] | None = None) -> dict:

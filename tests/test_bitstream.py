@@ -18,7 +18,7 @@ from dwc.cli import main
 # the small untrained DWC of test_synth (2 x 32 LUT4 at InvertedPendulum's dimensions), built anew here
 
 # one short episode and a few vectors: each observation takes ~90 cycles through the serial shell
-QUICK = ["--episodes", "1", "--max-steps", "40", "--vectors", "40", "--no-progress"]
+QUICK = ["--verify-episodes", "1", "--max-steps", "40", "--vectors", "40", "--no-progress"]
 
 
 def synthesised(build: Path, target: str) -> Path:

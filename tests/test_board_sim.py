@@ -74,7 +74,7 @@ class BoardSim:
 
 
 def hil(build, url, *args) -> tuple[int, dict]:
-    code = main(["hil", str(build), "--port", url, "--episodes", "1", "--max-steps", "30", *args])
+    code = main(["hil", str(build), "--port", url, "--board-episodes", "1", "--max-steps", "30", *args])
     return code, json.loads((build / "hil_report.json").read_text())
 
 

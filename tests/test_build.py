@@ -13,29 +13,29 @@ POLICY = Path(__file__).parent.parent / "policies" / "inverted-pendulum-v5-gates
 
 def test_build_from_a_policy_then_skips_what_is_up_to_date(tmp_path, capsys):
     out = tmp_path / "b"
-    assert main(["build", "--from", str(POLICY), "--target", "none", "--episodes", "1", "--out", str(out),
+    assert main(["build", "--from", str(POLICY), "--target", "none", "--verify-episodes", "1", "--out", str(out),
                  "--no-progress", "--json"]) == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["stages_run"] == ["compile", "verify"] and s["rtl_equals_frozen"]
     assert s["rtl_return"] == s["frozen_return"] == 1000.0 and s["synth"] is None
     assert json.loads((out / "circuit" / "verify_report.json").read_text())["mismatches"] == 0
     capsys.readouterr()
-    assert main(["build", "--from", str(POLICY), "--target", "none", "--episodes", "1", "--out", str(out),
+    assert main(["build", "--from", str(POLICY), "--target", "none", "--verify-episodes", "1", "--out", str(out),
                  "--no-progress", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stages_run"] == []  # nothing changed: nothing re-runs
     (out / "circuit" / "verify_report.json").unlink()  # an output gone: that stage runs again, alone
-    assert main(["build", "--from", str(POLICY), "--target", "none", "--episodes", "1", "--out", str(out),
+    assert main(["build", "--from", str(POLICY), "--target", "none", "--verify-episodes", "1", "--out", str(out),
                  "--no-progress", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stages_run"] == ["verify"]
     # a dwc verify since replaced the report (vectors only, say): the stage runs again rather than quote it
     report = out / "circuit" / "verify_report.json"
     report.write_text(json.dumps({**json.loads(report.read_text()), "episodes": 0, "return_rtl": []}))
-    assert main(["build", "--from", str(POLICY), "--target", "none", "--episodes", "1", "--out", str(out),
+    assert main(["build", "--from", str(POLICY), "--target", "none", "--verify-episodes", "1", "--out", str(out),
                  "--no-progress", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stages_run"] == ["verify"]
     assert json.loads(report.read_text())["episodes"] == 1
     # dropping the input register changes the circuit: compile and verify run again, one cycle shorter
-    assert main(["build", "--from", str(POLICY), "--target", "none", "--episodes", "1", "--out", str(out),
+    assert main(["build", "--from", str(POLICY), "--target", "none", "--verify-episodes", "1", "--out", str(out),
                  "--no-progress", "--json", "--pipeline", "max", "--no-input-register"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["stages_run"] == ["compile", "verify"] and s["rtl_equals_frozen"]
@@ -65,7 +65,7 @@ def test_build_trains_compiles_verifies_and_synthesises(tmp_path):
     """The whole pipeline from a task: a short training run, then a real iCE40 bitstream."""
     out = tmp_path / "b"
     assert main(["build", "--env", "InvertedPendulum-v5", "--steps", "400", "--learning-starts", "200",
-                 "--target", "ice40-hx8k", "--pipeline", "1", "--episodes", "2", "--out", str(out), "--no-progress",
+                 "--target", "ice40-hx8k", "--pipeline", "1", "--verify-episodes", "2", "--out", str(out), "--no-progress",
                  *SMALL_DWC]) == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["stages_run"] == ["train", "compile", "verify", "synth"] and s["rtl_equals_frozen"]
@@ -115,12 +115,12 @@ def test_build_takes_every_train_option_with_its_name_default_and_help():
         # the LUT family trained for is --lut-family in both; its old name is --target in train and
         # --train-target in build, whose --target is the FPGA to synthesise for
         want = ("--lut-family", "--train-target") if dest == "target" else flags
-        if dest == "eval_episodes":  # build's --episodes also counts the RTL's episodes, and says so
-            assert build[dest][:2] == (want, default) and "(default 10, as dwc train)" in build[dest][2]
-            continue
+        if dest == "eval_episodes":  # its old name --episodes is train's only: build's counted the RTL's too
+            want = ("--eval-episodes",)
         assert build[dest] == (want, default, help_), dest
     assert build["synth_target"][0] == ("--target",)
-    assert train["eval_episodes"][0] == ("--episodes", "--eval-episodes")  # the name eval/verify/hil/build use
+    assert train["eval_episodes"][0] == ("--eval-episodes", "--episodes")  # as dwc eval's; --episodes the old name
+    assert build["episodes"][:2] == (("--verify-episodes", "--episodes"), 3)  # as dwc verify's; the old one sets both
 
 
 TRAIN_OPTS = ["--env", "InvertedPendulum-v5", "--steps", "300", "--learning-starts", "100", "--seed", "3",
@@ -135,7 +135,7 @@ def test_build_trains_the_run_train_trains_and_continues_it(tmp_path, capsys):
     assert main(["train", *TRAIN_OPTS, "--out", str(tmp_path / "t"), "--no-progress"]) == 0
     capsys.readouterr()
     out = tmp_path / "b"
-    build = ["build", "--target", "none", "--episodes", "1", "--out", str(out), "--no-progress", "--json"]
+    build = ["build", "--target", "none", "--verify-episodes", "1", "--out", str(out), "--no-progress", "--json"]
     assert main([*build, *TRAIN_OPTS]) == 0
     trained = json.loads((tmp_path / "t" / "config.json").read_text())
     assert json.loads((out / "run" / "config.json").read_text()) == trained

@@ -242,6 +242,12 @@ def test_a_summary_quotes_the_run_evaluation_and_a_missed_clock_fails(capsys):
     (["train", "--target", "ecp5", "--lut-inputs", "6", "--out", "{tmp}/r"], "--target", "--lut-family"),
     (["build", "--train-target", "ecp5", "--lut-inputs", "6", "--out", "{tmp}/b"], "--train-target", "--lut-family"),
     (["synth", "{tmp}/none", "--target", "ecp5-25k", "--seed", "3"], "--seed", "--placement-seed"),
+    (["train", "--episodes", "2", "--steps", "10", "--out", "{tmp}/r"], "--episodes", "--eval-episodes"),
+    (["eval", "{tmp}/none", "--episodes", "2"], "--episodes", "--eval-episodes"),
+    (["verify", "{tmp}/none", "--episodes", "2"], "--episodes", "--verify-episodes"),
+    (["hil", "{tmp}/none", "--sim", "--episodes", "2"], "--episodes", "--board-episodes"),
+    (["build", "--episodes", "2", "--steps", "10", "--out", "{tmp}/b"], "--episodes",
+     "--verify-episodes and --eval-episodes"),
 ])
 def test_an_old_option_name_still_works_and_names_the_new_one(argv, old, new, tmp_path, capsys):
     assert main([a.format(tmp=tmp_path) for a in argv]) == 2  # refused for another reason, after the note
@@ -251,14 +257,38 @@ def test_an_old_option_name_still_works_and_names_the_new_one(argv, old, new, tm
         assert "error: --lut-family ecp5 has 4-input LUTs; drop --lut-inputs 6" in err[1], err
 
 
+def test_the_old_episodes_of_build_sets_both_counts(tmp_path, monkeypatch, capsys):
+    """dwc build --episodes N (before the split): the training's evaluation and the verified episodes, both N;
+    with --from a circuit (no training) the verified ones only."""
+    import dwc.flows.build
+    asked = []
+
+    def build_stub(out, env, policy, cfg, target, pipeline, episodes, freq, **kw):
+        asked.append((cfg and cfg.eval_episodes, episodes))
+        return {}
+    monkeypatch.setattr(dwc.flows.build, "build", build_stub)
+    monkeypatch.setattr("dwc.cli.build.print_summary", lambda s, args: 0)
+    assert main(["build", "--episodes", "4", "--out", str(tmp_path / "b")]) == 0
+    assert main(["build", "--from", str(GATES), "--episodes", "4", "--out", str(tmp_path / "b")]) == 0
+    assert main(["build", "--out", str(tmp_path / "b")]) == 0
+    assert main(["build", "--eval-episodes", "5", "--verify-episodes", "2", "--out", str(tmp_path / "b")]) == 0
+    assert asked == [(4, 4), (None, 4), (10, 3), (5, 2)]
+    assert main(["build", "--from", str(GATES), "--eval-episodes", "4", "--out", str(tmp_path / "b")]) == 2
+    assert "the training option(s) --eval-episodes do not apply" in capsys.readouterr().err
+
+
 def test_no_option_name_means_two_things():
-    """--lut-family, not --target, for the LUTs trained as; --placement-seed, not --seed, for nextpnr; every
-    command that shows progress takes --no-progress."""
+    """--lut-family, not --target, for the LUTs trained as; --placement-seed, not --seed, for nextpnr; episodes
+    by what runs them (the old --episodes is an alias of the new name); every command that shows progress
+    takes --no-progress."""
     from dwc.cli.app import _parser_and_commands
     commands = _parser_and_commands()[1]
     flags = {name: {f: a for a in p._actions for f in a.option_strings} for name, p in commands.items()}
     assert flags["train"]["--target"].dest == "target" and flags["train"]["--target"].option_strings[0] == "--lut-family"
     assert flags["synth"]["--seed"].option_strings[0] == "--placement-seed"
+    olds = {name: flags[name]["--episodes"].option_strings[0] for name in flags if "--episodes" in flags[name]}
+    assert olds == {"train": "--eval-episodes", "eval": "--eval-episodes", "build": "--verify-episodes",
+                    "verify": "--verify-episodes", "hil": "--board-episodes"}
     for name in ("train", "eval", "build", "demo", "compile", "verify", "synth", "hil", "sweep"):
         assert "--no-progress" in flags[name], name
 

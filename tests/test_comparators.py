@@ -133,7 +133,7 @@ def test_verify_passes_with_the_shared_lowering(tmp_path, capsys):
     assert main(["compile", str(ROOT / "policies" / "inverted-pendulum-v5-dwc"), "--out", str(build),
                  "--pipeline", "1", "--comparators", "shared"]) == 0
     assert json.loads((build / "dwc_core.json").read_text())["comparators"] == "shared"
-    assert main(["verify", str(build), "--no-progress", "--episodes", "2", "--max-steps", "200",
+    assert main(["verify", str(build), "--no-progress", "--verify-episodes", "2", "--max-steps", "200",
                  "--vectors", "500"]) == 0
     r = json.loads((build / "verify_report.json").read_text())
     assert r["passed"] and r["mismatches"] == 0 and r["steps"] == 400 and r["return_rtl"] == r["return_ref"]

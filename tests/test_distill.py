@@ -35,7 +35,7 @@ def test_a_small_student_learns_the_teachers_balance(tmp_path):
     a last-bit change of the head's exp."""
     run = tmp_path / "student"
     assert main(distill_args(run, 4000, ["--eval-episodes", "10"])) == 0
-    assert main(["eval", str(run), "--episodes", "10", "--frozen", "--no-progress"]) == 0
+    assert main(["eval", str(run), "--eval-episodes", "10", "--frozen", "--no-progress"]) == 0
     ev = json.loads((run / "eval.json").read_text())
     assert ev["env"] == "InvertedPendulum-v5" and ev["algo"] == "distill"  # the teacher's env by default
     assert ev["mean_return"] >= 900 and ev["frozen"]["mean_return"] >= 900, ev
@@ -113,4 +113,4 @@ def test_distillation_takes_the_sparse_wiring_update(tmp_path):
     scores = [k for k in a["actor"] if k.endswith("wiring_weights")]
     assert scores and all(not torch.equal(a["actor"][k], b["actor"][k]) for k in scores)  # not the dense update
     assert main(["train", "--out", str(run), "--resume", "--steps", "500", "--no-progress"]) == 0
-    assert main(["eval", str(run), "--frozen", "--episodes", "1", "--no-progress"]) == 0
+    assert main(["eval", str(run), "--frozen", "--eval-episodes", "1", "--no-progress"]) == 0

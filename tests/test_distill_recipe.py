@@ -72,8 +72,8 @@ def test_build_from_a_float_mlp_distils_it_into_a_circuit(tmp_path, capsys):
     mlp = Path(__file__).resolve().parents[1] / "policies" / "inverted-pendulum-v5-mlp"
     out = tmp_path / "b"
     assert main(["build", "--from", str(mlp), "--width", "16", "--lut-inputs", "4", "--thermo-bits", "7",
-                 "--steps", "500", "--dagger-steps", "250", "--target", "none", "--episodes", "1", "--out", str(out),
-                 "--no-progress", "--json"]) == 0
+                 "--steps", "500", "--dagger-steps", "250", "--target", "none", "--verify-episodes", "1",
+                 "--out", str(out), "--no-progress", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["stages_run"] == ["train", "compile", "verify"] and s["rtl_equals_frozen"] and s["policy"] == "dwc"
     cfg = json.loads((out / "run/config.json").read_text())
@@ -85,8 +85,8 @@ def test_build_runs_the_whole_recipe(tmp_path, capsys):
     Verilog closed loop in Verilator, in one command (reduced sizes; the learning is tested above and in
     test_distill.py)."""
     out = tmp_path / "b"
-    args = [a for a in recipe(out / "unused") if a not in ("train", "--out", str(out / "unused"), "--eval-episodes", "2")]
-    assert main(["build", *args, "--target", "none", "--episodes", "1", "--out", str(out), "--json"]) == 0
+    args = [a for a in recipe(out / "unused") if a not in ("train", "--out", str(out / "unused"))]
+    assert main(["build", *args, "--target", "none", "--verify-episodes", "1", "--out", str(out), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["stages_run"] == ["train", "compile", "verify"] and s["rtl_equals_frozen"]
     assert load(out / "run/teacher/checkpoint.pt")["step"] == 1200
@@ -106,7 +106,7 @@ def test_an_onnx_model_is_a_teacher_too(tmp_path, capsys):
     out = tmp_path / "b"
     assert main(["build", "--from", str(model), "--env", "InvertedPendulum-v5", "--width", "48", "--lut-inputs", "4",
                  "--thermo-bits", "31", "--steps", "4000", "--dagger-steps", "250", "--target", "none",
-                 "--episodes", "3", "--out", str(out), "--no-progress", "--json"]) == 0
+                 "--verify-episodes", "3", "--out", str(out), "--no-progress", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["rtl_equals_frozen"] and s["frozen_return"] >= 900, s
     ckpt = load(out / "run/checkpoint.pt")

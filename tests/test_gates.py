@@ -69,7 +69,7 @@ def test_train_gates_cli(tmp_path, capsys):
     assert main(["train", "--env", "InvertedPendulum-v5", "--policy", "gates", "--layers", "2", "--width", "64",
                  "--thermo-bits", "7", "--steps", "400", "--learning-starts", "200", "--eval-episodes", "1",
                  "--out", str(out), "--no-progress"]) == 0
-    assert main(["eval", str(out), "--episodes", "1", "--frozen", "--no-progress", "--json"]) == 0
+    assert main(["eval", str(out), "--eval-episodes", "1", "--frozen", "--no-progress", "--json"]) == 0
     import json
     r = json.loads((out / "eval.json").read_text())
     # bit-exact on the same fixed-point inputs (tested above); the float model sees unquantised
@@ -80,7 +80,7 @@ def test_train_gates_cli(tmp_path, capsys):
     assert main(["compile", str(out), "--out", str(build), "--pipeline", "1"]) == 0
     graph = json.loads((build / "graph.json").read_text())
     assert max(len(lut["inputs"]) for layer in graph["layers"] for lut in layer) <= 2
-    assert main(["verify", str(build), "--episodes", "1", "--max-steps", "60"]) == 0
+    assert main(["verify", str(build), "--verify-episodes", "1", "--max-steps", "60"]) == 0
     assert json.loads((build / "verify_report.json").read_text())["mismatches"] == 0
     assert main(["train", "--env", "InvertedPendulum-v5", "--policy", "gates", "--lut-inputs", "4",
                  "--out", str(tmp_path / "bad")]) == 2

@@ -125,12 +125,13 @@ def test_compile_and_frozen_eval_cli(tmp_path, capsys):
     assert np.asarray(usage["grid"])[:, 0].sum() == 0  # threshold -10 sigma is always true: folded away
     assert (tmp_path / "build" / "inputs_heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "module dwc_core" in (tmp_path / "build" / "dwc_core.v").read_text()
-    assert json.loads((tmp_path / "build" / "dwc_core.json").read_text())["latency_cycles"] == 2
+    ports = json.loads((tmp_path / "build" / "dwc_core.json").read_text())
+    assert ports["latency_cycles"] == 2 + ports["pipeline"] and ports["pipeline"] >= 4  # every cut: max by default
     policy = tmp_path / "policy"
     import shutil
     shutil.copytree(POLICY, policy)
     capsys.readouterr()
-    assert main(["eval", str(policy), "--episodes", "1", "--frozen", "--json", "--no-progress"]) == 0
+    assert main(["eval", str(policy), "--eval-episodes", "1", "--frozen", "--json", "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["frozen"]["returns"] == out["returns"]  # this policy: both balance the full episode
 

@@ -17,7 +17,7 @@ from helpers import differences, stop_at
 
 ENV = "InvertedPendulum-v5"
 # batch 32 x 1 action = 32 floats: whole AVX-512 chunks (see dwc.train.multiseed on exactness)
-TINY = ["--env", ENV, "--checkpoint-every", "200", "--episodes", "1", "--no-progress", "--hidden", "32",
+TINY = ["--env", ENV, "--checkpoint-every", "200", "--eval-episodes", "1", "--no-progress", "--hidden", "32",
         "--width", "32", "--lut-inputs", "4", "--thermo-bits", "7", "--learning-starts", "150", "--batch-size", "32"]
 
 

@@ -106,7 +106,7 @@ def test_imported_policy_verifies_in_verilator(tmp_path):
     model = qdq_mlp(tmp_path / "p.onnx", seed=3, in_int4=True, in_scale=2.0 ** -1)
     build = tmp_path / "build"
     assert main(["import", str(model), "--out", str(build), "--env", "InvertedPendulum-v5", "--pipeline", "1"]) == 0
-    assert main(["verify", str(build), "--episodes", "1", "--max-steps", "40", "--vectors", "300", "--no-progress"]) == 0
+    assert main(["verify", str(build), "--verify-episodes", "1", "--max-steps", "40", "--vectors", "300", "--no-progress"]) == 0
     assert json.loads((build / "verify_report.json").read_text())["mismatches"] == 0
 
 

@@ -102,7 +102,7 @@ CHAINS = [
                                 "dwc.frontends.freeze:freeze_qmlp", "dwc.frontends.onnx_import:import_onnx")]
     + ["dwc.frontends.freeze:action_format:width"],
     ["dwc.flows.compile:compile_run:pipeline", "dwc.flows.compile:import_model:pipeline",
-     "dwc.rtl.core:DWCCore.__init__:pipeline"],
+     "dwc.flows.build:_build:pipeline"],
     [f"{f}:comparators" for f in ("dwc.flows.compile:compile_run", "dwc.flows.compile:emit_verilog",
                                   "dwc.flows.compile:choose_pipeline", "dwc.rtl.core:DWCCore.__init__")],
     ["dwc.rtl.core:DWCCore.__init__:table_bits", "dwc.rtl.linear:LinearStage.__init__:table_bits"],
@@ -170,10 +170,11 @@ STATED = [
     ("synth", "freq", "dwc.fpga.synth:synth_build:freq_mhz"),
     ("compile", "table_bits", "dwc.rtl.core:DWCCore.__init__:table_bits"),
     ("import", "table_bits", "dwc.rtl.core:DWCCore.__init__:table_bits"),
-    ("build", "eval_episodes", "dwc.flows.build:_build:episodes"),
     ("build", "eval_episodes", "dwc.core.config:TrainConfig:eval_episodes"),
     ("train", "eval_episodes", "dwc.core.config:TrainConfig:eval_episodes"),
     ("eval", "episodes", "dwc.core.config:TrainConfig:eval_episodes"),
+    ("build", "episodes", "dwc.sim.verify:verify:episodes"),
+    ("hil", "episodes", "dwc.sim.hil.host:hil:episodes"),
 ]
 
 
@@ -188,8 +189,7 @@ def test_a_help_states_the_library_default(command, dest, link):
 
 def test_the_training_options_leave_their_defaults_to_trainconfig():
     """dwc train and build parse a training option not given as None, so TrainConfig's default applies (and
-    a run's config records only what was asked), and their help states TrainConfig's (dwc build's
-    --episodes states two: the training's and the RTL episodes', checked above)."""
+    a run's config records only what was asked), and their help states TrainConfig's."""
     from dwc.cli.train_options import DEFAULT, shown
     from dwc.core.config import OPTIONS
     assert (shown(3e-4), shown(1e-8), shown(1.0), shown(100_000)) == ("3e-4", "1e-8", "1.0", "100000")
@@ -201,6 +201,31 @@ def test_the_training_options_leave_their_defaults_to_trainconfig():
             assert a.default is None, (command, a.dest)
             said = re.findall(r"\(default ([^\s;,)]+)", _help(parser, a))
             assert said[:1] in ([], [DEFAULT[a.dest]], [DEFAULT[a.dest] + ":"]), (command, a.dest, said)
+
+
+# Each episodes count by what runs the episodes: one default wherever the name appears (dwc.core.defaults)
+EPISODES = {"--eval-episodes": ("EVAL_EPISODES", {"train", "eval", "build"}),
+            "--verify-episodes": ("VERIFY_EPISODES", {"verify", "build"}),
+            "--board-episodes": ("BOARD_EPISODES", {"hil"})}
+
+
+@pytest.mark.parametrize("flag", EPISODES)
+def test_each_episodes_name_has_one_default(flag):
+    """The default in effect (TrainConfig's where the option is parsed as None) is the one constant, in every
+    command that takes the name (dwc demo passes it on: test_a_command_passes_the_library_defaults); --episodes
+    is only an old name."""
+    from dwc.core import defaults
+    from dwc.core.config import TrainConfig
+    constant, commands = EPISODES[flag]
+    want = getattr(defaults, constant)
+    found = {}
+    for name, parser in _subparsers().items():
+        for a in parser._actions:
+            if flag in a.option_strings:
+                assert a.option_strings[0] == flag and set(a.option_strings) <= {flag, "--episodes"}, (name, a)
+                found[name] = TrainConfig().eval_episodes if a.default is None else a.default
+    assert set(found) == commands and set(found.values()) == {want}, found
+    assert {"EVAL_EPISODES": 10, "VERIFY_EPISODES": 3, "BOARD_EPISODES": 1}[constant] == want
 
 
 @pytest.mark.parametrize("command", ["eval", "verify", "hil"])

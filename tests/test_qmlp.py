@@ -76,7 +76,7 @@ def test_train_qmlp_cli(tmp_path, capsys):
     assert main(["train", "--env", "InvertedPendulum-v5", "--policy", "qmlp", "--hidden", "32", "--thermo-bits",
                  "15", "--steps", "400", "--learning-starts", "200", "--eval-episodes", "1", "--out", str(out),
                  "--no-progress"]) == 0
-    assert main(["eval", str(out), "--episodes", "2", "--frozen", "--no-progress"]) == 0
+    assert main(["eval", str(out), "--eval-episodes", "2", "--frozen", "--no-progress"]) == 0
     r = json.loads((out / "eval.json").read_text())
     # bit-exact on the same fixed-point inputs (tested above); the float model sees unquantised
     # observations, so episodes may drift apart a little, never by much
@@ -86,7 +86,7 @@ def test_train_qmlp_cli(tmp_path, capsys):
     build = tmp_path / "build"
     assert main(["compile", str(out), "--out", str(build), "--pipeline", "2"]) == 0
     assert len(json.loads((build / "graph.json").read_text())["linear"]) == 3
-    assert main(["verify", str(build), "--episodes", "1", "--max-steps", "60"]) == 0
+    assert main(["verify", str(build), "--verify-episodes", "1", "--max-steps", "60"]) == 0
     assert json.loads((build / "verify_report.json").read_text())["mismatches"] == 0
     assert main(["train", "--env", "InvertedPendulum-v5", "--policy", "qmlp", "--weight-bits", "1",
                  "--out", str(tmp_path / "bad")]) == 2

@@ -168,28 +168,35 @@ def test_one_default_clock_everywhere():
     assert asked == [None]  # placed for DEFAULT_FREQ_MHZ, as dwc build without --freq
 
 
-def test_episodes_has_one_name():
-    """Every command that runs episodes calls the count --episodes (train keeps --eval-episodes as an alias)."""
+# Episodes are named by what runs them: the trained policy in software, the circuit in simulation, the board.
+EPISODES = {"--eval-episodes": {"train", "eval", "build"}, "--verify-episodes": {"verify", "build"},
+            "--board-episodes": {"hil"}}
+
+
+def test_episodes_are_named_by_what_runs_them():
+    """Each command that runs episodes counts them by one of three names, each with one meaning; the old
+    --episodes is an alias only (tests/test_cli_errors.py: it still works and names the new one)."""
     for name, parser in _subparsers().items():
         flags = {f for a in parser._actions for f in a.option_strings}
-        if any("episodes" in f for f in flags):
-            assert "--episodes" in flags, name
+        assert {f for f in EPISODES if f in flags} == {f for f, cmds in EPISODES.items() if name in cmds}, name
+        for a in parser._actions:
+            if "--episodes" in a.option_strings:
+                assert a.option_strings[0] in EPISODES, (name, a.option_strings)
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "two"])
 def test_a_count_below_one_is_refused_as_the_command_line_is_read(value, capsys):
-    """Every --episodes: one line naming the option, before any work (a build would train first)."""
+    """Every episodes count: one line naming the option, before any work (a build would train first)."""
     from dwc.cli import main
-    named = [n for n, p in _subparsers().items() if any("--episodes" in a.option_strings for a in p._actions)]
-    assert {"train", "eval", "build", "verify", "hil"} <= set(named)
-    for name in named:
-        try:
-            code = main([name, "--episodes", value])
-        except SystemExit as e:  # argparse's own exit, as on the command line
-            code = e.code
-        assert code == 2, name
-        err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert "--episodes" in err and "expected a whole number >= 1" in err, (name, err)
+    for flag, names in EPISODES.items():
+        for name in names:
+            try:
+                code = main([name, flag, value])
+            except SystemExit as e:  # argparse's own exit, as on the command line
+                code = e.code
+            assert code == 2, name
+            err = capsys.readouterr().err.strip().splitlines()[-1]
+            assert flag in err and "expected a whole number >= 1" in err, (name, err)
 
 
 def test_a_mistyped_option_is_named_with_the_closest_one(capsys):
@@ -216,9 +223,10 @@ def test_one_table_of_fpga_families():
 
 
 def test_one_meaning_of_pipeline():
-    """--pipeline K|max|auto is read and resolved in dwc.core.pipeline only; the commands take their
-    defaults from it (compile: the lowest latency; build, demo and sweeps: the highest clock)."""
-    from dwc.core.pipeline import BUILD_DEFAULT, COMPILE_DEFAULT, parse_pipeline, resolve_stages
+    """--pipeline K|max|auto is read and resolved in dwc.core.pipeline only; every command defaults to
+    dwc.core.defaults.PIPELINE, the highest clock (compile, import, build, demo and sweeps alike)."""
+    from dwc.core.defaults import PIPELINE
+    from dwc.core.pipeline import MAX, parse_pipeline, resolve_stages
     from dwc.flows.sweep_spec import HARDWARE_KEYS
     assert [parse_pipeline(v) for v in (0, "3", "max", "auto")] == [0, 3, "max", "auto"]
     for bad in (-1, "-2", "fast", 1.5, True, None):
@@ -227,8 +235,8 @@ def test_one_meaning_of_pipeline():
     assert resolve_stages("max", 7) == 7 and resolve_stages(2, 7) == 2
     with pytest.raises(ValueError, match="place and route"):
         resolve_stages("auto", 7)
-    assert _default("compile", "pipeline") == COMPILE_DEFAULT == 0
-    assert _default("build", "pipeline") == BUILD_DEFAULT == HARDWARE_KEYS["pipeline"] == "max"
+    assert PIPELINE == MAX == HARDWARE_KEYS["pipeline"]
+    assert [_default(c, "pipeline") for c in ("compile", "import", "build")] == [PIPELINE] * 3
 
 
 def test_a_bad_option_is_named_by_python_and_by_the_command_line(tmp_path, capsys):
@@ -244,7 +252,7 @@ def test_a_bad_option_is_named_by_python_and_by_the_command_line(tmp_path, capsy
     # where the flag is spelled differently from the parameter, the flag of that destination is named
     from dwc.cli.app import _flagged, _parser_and_commands
     build = _parser_and_commands()[1]["build"]
-    assert _flagged(build, OptionError("eval_episodes", " 0: too few")) == "--episodes 0: too few"
+    assert _flagged(build, OptionError("episodes", " 0: too few")) == "--verify-episodes 0: too few"
     assert _flagged(build, OptionError("obs_width", " 3: too narrow")) == "--obs-width 3: too narrow"
     # a build's target, and formal's timeout, which dwc verify calls --formal-timeout (its destination)
     from dwc.flows.build import build as build_flow

@@ -81,7 +81,7 @@ hardware: {{target: none, episodes: 1, pipeline: 1}}
     readme = (ship / "README.md").read_text()
     assert f"| 1 (shipped) | {r['float_return']:.1f} | {r['frozen_return']:.1f} | {r['rtl_return']:.1f} | yes |" in readme
     # the shipped policy is the sweep's run: its frozen circuit returns what the sweep measured, episode by episode
-    assert main(["eval", str(ship), "--frozen", "--episodes", "2", "--out", str(tmp_path / "e.json"), "--no-progress"]) == 0
+    assert main(["eval", str(ship), "--frozen", "--eval-episodes", "2", "--out", str(tmp_path / "e.json"), "--no-progress"]) == 0
     assert json.loads((tmp_path / "e.json").read_text())["frozen"]["returns"] == pytest.approx(r["frozen_returns"])
 
     # the slim archive: no training state, and every reader takes it as the sweep itself

@@ -39,7 +39,7 @@ def test_train_resume_eval(tmp_path, algo, policy, capsys):
     if algo == "sac":
         assert ckpt["replay"]["size"] == 600  # every transition of both legs kept
     capsys.readouterr()
-    assert main(["eval", str(run), "--episodes", "3", "--json", "--no-progress"]) == 0
+    assert main(["eval", str(run), "--eval-episodes", "3", "--json", "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["episodes"] == 3 and out["train_steps"] == 600 and len(out["returns"]) == 3
     actor = torch.load(run / "checkpoint.pt", weights_only=False)["actor"]
@@ -52,11 +52,11 @@ def test_train_resume_eval(tmp_path, algo, policy, capsys):
     assert (tmp_path / "policy" / "learning_curve.png").stat().st_size > 5000
     recorded = (tmp_path / "policy" / "eval.json").read_bytes()
     capsys.readouterr()
-    assert main(["eval", str(tmp_path / "policy"), "--episodes", "3", "--json", "--no-progress"]) == 0
+    assert main(["eval", str(tmp_path / "policy"), "--eval-episodes", "3", "--json", "--no-progress"]) == 0
     assert json.loads(capsys.readouterr().out)["returns"] == out["returns"]
     # an exported policy's recorded evaluation is kept; --out writes a new one elsewhere
     assert (tmp_path / "policy" / "eval.json").read_bytes() == recorded
-    assert main(["eval", str(tmp_path / "policy"), "--episodes", "1", "--out", str(tmp_path / "e.json"),
+    assert main(["eval", str(tmp_path / "policy"), "--eval-episodes", "1", "--out", str(tmp_path / "e.json"),
                  "--no-progress"]) == 0
     assert json.loads((tmp_path / "e.json").read_text())["returns"] == out["returns"][:1]
     assert (tmp_path / "policy" / "eval.json").read_bytes() == recorded
@@ -164,8 +164,8 @@ def test_one_process_trains_a_run_at_a_time(tmp_path):
                               f"is in use: training by pid {os.getpid()}")
         assert_one_line_error(run_cli("train", "--env", ENV, "--out", str(tmp_path / "run")), "in use")
         # nor does dwc eval write the run's eval.json under it; --out evaluates the checkpoint elsewhere
-        assert_one_line_error(run_cli("eval", str(run), "--episodes", "1"), "pass --out FILE")
-        assert main(["eval", str(run), "--episodes", "1", "--no-progress", "--out", str(tmp_path / "e.json")]) == 0
+        assert_one_line_error(run_cli("eval", str(run), "--eval-episodes", "1"), "pass --out FILE")
+        assert main(["eval", str(run), "--eval-episodes", "1", "--no-progress", "--out", str(tmp_path / "e.json")]) == 0
     finally:
         held.close()
     assert main(["train", "--out", str(run), "--resume", "--steps", "300", "--no-progress"]) == 0
@@ -263,7 +263,7 @@ def test_training_runs_on_cuda(tmp_path, capsys, algo, policy):
         del args[i:i + 2]
     assert main(args) == 0
     assert main(["train", "--out", str(run), "--resume", "--steps", "400", "--device", "cuda", "--no-progress"]) == 0
-    assert main(["eval", str(run), "--episodes", "2", "--device", "cuda", "--no-progress"]) == 0
+    assert main(["eval", str(run), "--eval-episodes", "2", "--device", "cuda", "--no-progress"]) == 0
     assert json.loads((run / "eval.json").read_text())["train_steps"] == 400
     assert "capture failed" not in capsys.readouterr().out
     if policy != "mlp":

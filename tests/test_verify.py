@@ -27,7 +27,7 @@ def verify(build, *args) -> tuple[int, dict]:
 
 @pytest.mark.parametrize("sim", ["verilator", "icarus"])
 def test_circuit_equals_reference_in_closed_loop(build, sim, capsys):
-    code, r = verify(build, "--sim", sim, "--episodes", "2", "--max-steps", "300", "--vectors", "500")
+    code, r = verify(build, "--sim", sim, "--verify-episodes", "2", "--max-steps", "300", "--vectors", "500")
     out = capsys.readouterr().out
     assert code == 0 and r["passed"] and "PASS" in out
     assert r["mismatches"] == 0 and r["mismatch"] is None
@@ -43,7 +43,7 @@ def test_the_one_cycle_core_without_an_input_register(tmp_path, capsys):
     Verilator with latency 1 on vectors and in closed loop."""
     assert main(["compile", str(POLICY), "--out", str(tmp_path), "--pipeline", "0", "--no-input-register"]) == 0
     assert json.loads((tmp_path / "dwc_core.json").read_text())["input_register"] is False
-    code, r = verify(tmp_path, "--episodes", "1", "--max-steps", "200", "--vectors", "300")
+    code, r = verify(tmp_path, "--verify-episodes", "1", "--max-steps", "200", "--vectors", "300")
     assert code == 0 and r["passed"] and r["mismatches"] == 0 and r["latency_cycles"] == 1
     d = r["designs"]["rtl"]
     assert d["vector_latency"] == [1] and d["closed_loop_latency"] == [1] and d["one_result_per_cycle"]
@@ -64,7 +64,7 @@ def test_a_wrong_circuit_is_caught_and_named(build, tmp_path):
     g.action_tables[0][pc] += 1
     g.save(bad / "graph.json")
     first_use = next(t for t, o in enumerate(ep["observations"]) if ref.popcounts(g, [o])[0, 0] == pc)
-    code, r = verify(bad, "--episodes", "1", "--max-steps", "50", "--vectors", "50", "--seed", "0")
+    code, r = verify(bad, "--verify-episodes", "1", "--max-steps", "50", "--vectors", "50", "--seed", "0")
     assert code == 1 and not r["passed"] and r["mismatches"] > 0
     m = r["mismatch"]
     assert m["bench"] == "closed_loop" and m["episode"] == 0 and m["step"] == first_use
@@ -74,7 +74,7 @@ def test_a_wrong_circuit_is_caught_and_named(build, tmp_path):
 
 
 def test_post_synthesis_netlist_matches(build):
-    code, r = verify(build, "--netlist", "--episodes", "1", "--max-steps", "200", "--vectors", "300")
+    code, r = verify(build, "--netlist", "--verify-episodes", "1", "--max-steps", "200", "--vectors", "300")
     assert code == 0 and r["passed"]
     n = r["designs"]["netlist"]
     assert n["vector_mismatches"] == 0 and n["closed_loop_mismatches"] == 0 and n["steps"] == 200
@@ -86,7 +86,7 @@ def test_post_synthesis_netlist_matches(build):
 def test_clear_errors(tmp_path, build, capsys):
     assert main(["verify", str(tmp_path)]) == 2
     assert "not a dwc compile output" in capsys.readouterr().err
-    assert main(["verify", str(build), "--env", "Hopper-v5", "--episodes", "1"]) == 2
+    assert main(["verify", str(build), "--env", "Hopper-v5", "--verify-episodes", "1"]) == 2
     assert "observation" in capsys.readouterr().err
 
 
@@ -104,7 +104,7 @@ def published_size_build(tmp_path) -> Path:
 @pytest.mark.slow
 def test_published_size_in_verilator(tmp_path):
     build = published_size_build(tmp_path)
-    code, r = verify(build, "--episodes", "3", "--vectors", "1000")
+    code, r = verify(build, "--verify-episodes", "3", "--vectors", "1000")
     assert code == 0 and r["mismatches"] == 0 and r["steps"] > 0
     assert r["return_rtl"] == r["return_ref"] and r["designs"]["rtl"]["vector_latency"] == [3]
 
@@ -112,7 +112,7 @@ def test_published_size_in_verilator(tmp_path):
 @pytest.mark.slow
 def test_published_size_netlist(tmp_path):
     build = published_size_build(tmp_path)
-    code, r = verify(build, "--netlist", "--episodes", "1", "--vectors", "500")
+    code, r = verify(build, "--netlist", "--verify-episodes", "1", "--vectors", "500")
     assert code == 0 and r["designs"]["netlist"]["vector_mismatches"] == 0
     assert r["designs"]["netlist"]["return_rtl"] == r["return_ref"]
 
@@ -138,9 +138,9 @@ def test_hil_sim_over_the_uart_link_with_faults(build, capsys):
     """dwc hil --sim: the board top's logic (core + UART link) in Verilator, every action over the
     serial protocol; garbage is skipped, a dropped byte and a flipped bit are caught by the link and
     the host resends; returns equal dwc verify's."""
-    code, v = verify(build, "--episodes", "1", "--max-steps", "60", "--vectors", "50")
+    code, v = verify(build, "--verify-episodes", "1", "--max-steps", "60", "--vectors", "50")
     assert code == 0
-    assert main(["hil", str(build), "--sim", "--episodes", "1", "--max-steps", "60", "--inject", "garbage@5",
+    assert main(["hil", str(build), "--sim", "--board-episodes", "1", "--max-steps", "60", "--inject", "garbage@5",
                  "--inject", "drop@15", "--inject", "corrupt@30", "--inject", "drop@1000"]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "not reached, the run has 60 steps" in out
@@ -173,7 +173,7 @@ def test_hil_sim_for_other_policy_types(tmp_path, policy):
     from pathlib import Path
     src = Path(__file__).parent.parent / "policies" / policy
     assert main(["compile", str(src), "--out", str(tmp_path), "--pipeline", "1"]) == 0
-    assert main(["hil", str(tmp_path), "--sim", "--episodes", "1", "--max-steps", "30", "--inject", "corrupt@10"]) == 0
+    assert main(["hil", str(tmp_path), "--sim", "--board-episodes", "1", "--max-steps", "30", "--inject", "corrupt@10"]) == 0
     r = json.loads((tmp_path / "hil_report.json").read_text())
     assert r["action_mismatches"] == 0 and r["return_hil"] == r["return_ref"] and r["retries"] == 1
 
@@ -187,5 +187,5 @@ def test_verify_and_hil_default_to_the_evaluation_seeds(build):
     g.meta.pop("seed")  # a graph compiled before the seed was recorded: its source run's config.json
     assert evaluation_seed(g) == json.loads((Path(g.meta["source_run"]) / "config.json").read_text())["seed"] + \
         EVAL_SEED_OFFSET
-    code, r = verify(build, "--episodes", "1", "--max-steps", "5", "--vectors", "10")
+    code, r = verify(build, "--verify-episodes", "1", "--max-steps", "5", "--vectors", "10")
     assert code == 0 and r["seeds"] == [evaluation_seed(g)]

@@ -43,7 +43,7 @@ quick start (about 10 minutes on a 2-core laptop):
 or stage by stage (a shipped policy works too: policies/inverted-pendulum-v5-dwc):
   dwc train --env InvertedPendulum-v5 --steps 20000 --learning-starts 2000 --width 256 --thermo-bits 31 --out runs/ip
   dwc compile runs/ip --out build/ip --pipeline 1     # IR + Verilog
-  dwc verify build/ip --episodes 3                    # Verilator, closed loop against the IR
+  dwc verify build/ip --verify-episodes 3             # Verilator, closed loop against the IR
   dwc synth build/ip --target ecp5-25k                # bitstream + resources/Fmax report
 
 exit status, every command (each command's --help says what it checks):

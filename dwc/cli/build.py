@@ -5,12 +5,10 @@ import argparse
 import json
 from pathlib import Path
 
-from dwc.cli.options import add_input_register, count, given_options, log_for, pipeline_stages
+from dwc.cli.options import PIPELINE_HELP, Renamed, add_input_register, count, given_options, log_for, pipeline_stages
 from dwc.cli.train import train_config
 from dwc.cli.train_options import add_train_options
-from dwc.core.config import TrainConfig
-from dwc.core.defaults import DEFAULT_FREQ_MHZ, RTL_EPISODES, SYNTH_TARGET
-from dwc.core.pipeline import BUILD_DEFAULT
+from dwc.core.defaults import DEFAULT_FREQ_MHZ, PIPELINE, SYNTH_TARGET, VERIFY_EPISODES
 from dwc.core.errors import OptionError, UserError
 
 
@@ -32,7 +30,7 @@ whose inputs did not change (OUT/build.json records them); an interrupted build 
 stopped (training resumes from its checkpoint), and a larger --steps trains the same run on. Options
 that change what is trained (--width, --seed, ...) need a new --out; the error names them.
 OUT/summary.json holds the final table. Every stage's options (the task, --pipeline against the
-circuit's size, --target, --freq, --episodes) are checked before training starts.
+circuit's size, --target, --freq, --verify-episodes) are checked before training starts.
 
 exit status: 0 = built as asked; 1 = built but not as asked: the RTL differs from the frozen circuit,
 the core does not fit --target, or it misses the clock an explicit --freq asked for (without --freq it
@@ -61,29 +59,29 @@ def add(sub):
                         f"fits), or none to stop after verify (default {SYNTH_TARGET}); it also picks the "
                         "popcount structure (see dwc compile), never the trained LUT size (that is --lut-inputs or "
                         "--lut-family)")
-    p.add_argument("--pipeline", type=pipeline_stages, default=BUILD_DEFAULT, metavar="K|max|auto",
-                   help="register stages in the core (default max: highest Fmax; auto: the fewest that reach "
-                        "--freq on --target, measured by place and route)")
+    p.add_argument("--pipeline", type=pipeline_stages, default=PIPELINE, metavar="K|max|auto", help=PIPELINE_HELP)
     add_input_register(p)
     p.add_argument("--freq", type=float, metavar="MHZ",
                    help=f"clock the core must reach, in MHz: placed for it, exit 1 if Fmax falls short (default: "
                         f"placed for {DEFAULT_FREQ_MHZ:g} MHz, and a slower Fmax is reported, not an error)")
-    p.add_argument("--episodes", "--eval-episodes", dest="eval_episodes", type=count,
-                   help=f"evaluation episodes: the trained run's own at the end of training (default "
-                        f"{TrainConfig.eval_episodes}, as dwc train) and the summary's float, frozen and RTL returns "
-                        f"(default {RTL_EPISODES}, as the RTL episodes are slow)")
+    p.add_argument("--verify-episodes", "--episodes", dest="episodes", type=count, default=VERIFY_EPISODES,
+                   action=Renamed, split="--eval-episodes",
+                   help=f"closed-loop episodes the summary's float, frozen and RTL returns are the means of, the RTL's "
+                        f"in Verilator (default {VERIFY_EPISODES}, as dwc verify: they are slow); the trained run's "
+                        "own evaluation is --eval-episodes (the old --episodes sets both)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    add_train_options(p, target_flag="--train-target", episodes=False)  # training: as dwc train (none with --from)
+    add_train_options(p, target_flag="--train-target", old_episodes=False)  # training: as dwc train (none with --from)
 
 
 def run(args) -> int:
     from dwc.flows.build import build, distilled_from
-    episodes = RTL_EPISODES if args.eval_episodes is None else args.eval_episodes
     if args.from_run is not None and (what := distilled_from(args.from_run)):
         _distil_from(args, what)
+    if "--episodes" in getattr(args, "old_names", ()) and args.eval_episodes is None and args.from_run is None:
+        args.eval_episodes = args.episodes  # the old --episodes counted the training's evaluation too
     train_cfg = _training(args)
-    s = build(args.out, args.env, args.from_run, train_cfg, args.synth_target, args.pipeline, episodes,
+    s = build(args.out, args.env, args.from_run, train_cfg, args.synth_target, args.pipeline, args.episodes,
               args.freq, progress=not args.no_progress, log=log_for(args), input_register=args.input_register)
     return print_summary(s, args)
 
@@ -101,7 +99,7 @@ def _distil_from(args, what: str) -> None:
 def _training(args):
     """The config of the run this build trains; None with --from a circuit, which takes no training option."""
     if args.from_run is not None:
-        given = list(given_options(args, leave_out=("env", "eval_episodes")))
+        given = list(given_options(args, leave_out=("env",)))
         if given:
             raise UserError(f"--from {args.from_run}: nothing is trained, so the training option(s) "
                             f"{', '.join(_flag(k) for k in given)} do not apply; drop them or drop --from")
@@ -118,7 +116,7 @@ def _training(args):
 
 
 def _flag(name: str) -> str:
-    return {"target": "--lut-family", "eval_episodes": "--episodes"}.get(name, "--" + name.replace("_", "-"))
+    return {"target": "--lut-family"}.get(name, "--" + name.replace("_", "-"))
 
 
 def print_summary(s: dict, args) -> int:

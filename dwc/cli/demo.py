@@ -6,15 +6,14 @@ from pathlib import Path
 from dwc.cli.build import print_summary
 from dwc.cli.options import log_for
 from dwc.core.catalog import shipped_policy
-from dwc.core.defaults import RTL_EPISODES, SYNTH_TARGET
-from dwc.core.pipeline import BUILD_DEFAULT
+from dwc.core.defaults import PIPELINE, SYNTH_TARGET, VERIFY_EPISODES
 
 
 def add(sub):
     p = sub.add_parser("demo", help="the embedded default: a shipped policy through compile, verify and an ECP5 bitstream",
                        description=f"dwc build --from policies/inverted-pendulum-v5-gates --target {SYNTH_TARGET}: "
                                    "the shipped logic-gate policy (InvertedPendulum-v5, return 1000) compiled, "
-                                   f"verified in Verilator on {RTL_EPISODES} closed-loop episodes and built into an "
+                                   f"verified in Verilator on {VERIFY_EPISODES} closed-loop episodes and built into an "
                                    "ECP5 bitstream, with "
                                    "the summary table. A few minutes on 2 CPU cores; a second run is instant.")
     p.add_argument("--out", type=Path, default=Path("builds/demo"), help="build folder (default %(default)s)")
@@ -27,6 +26,6 @@ def add(sub):
 
 def run(args) -> int:
     from dwc.flows.build import build
-    s = build(args.out, None, shipped_policy(args.policy), None, args.target, BUILD_DEFAULT, RTL_EPISODES,
+    s = build(args.out, None, shipped_policy(args.policy), None, args.target, PIPELINE, VERIFY_EPISODES,
               None, progress=not args.no_progress, log=log_for(args))
     return print_summary(s, args)

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dwc.cli.options import count, show
+from dwc.cli.options import Renamed, count, show
 from dwc.core.config import EVAL_SEED_OFFSET
 from dwc.core.defaults import EVAL_DEVICE, EVAL_EPISODES
 
@@ -14,14 +14,18 @@ def add(sub):
     p = sub.add_parser("eval", help="evaluate a trained run deterministically",
                        description="Run deterministic episodes of a trained run and write RUN/eval.json "
                                    "(env, episodes, mean/median/std/min/max return, per-episode returns).",
-                       epilog="examples:\n  dwc eval runs/hopper-dwc --episodes 20 --json\n"
+                       epilog="examples:\n  dwc eval runs/hopper-dwc --eval-episodes 20 --json\n"
                               "  dwc eval policies/hopper-v5-dwc --frozen --out /tmp/hopper-eval.json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, help="run directory written by dwc train")
-    p.add_argument("--episodes", type=count, default=EVAL_EPISODES,
-                   help=f"number of episodes (default {EVAL_EPISODES})")
+    p.add_argument("--eval-episodes", "--episodes", dest="episodes", type=count, default=EVAL_EPISODES,
+                   action=Renamed, help=f"number of episodes (default {EVAL_EPISODES}, as dwc train's own evaluation)")
     p.add_argument("--seed", type=int, help=f"first episode seed (default: the run's seed + {EVAL_SEED_OFFSET})")
-    p.add_argument("--device", default=EVAL_DEVICE, help=f"auto | cpu | cuda (default {EVAL_DEVICE})")
+    p.add_argument("--device", default=EVAL_DEVICE,
+                   help=f"run | auto | cpu | cuda (default {EVAL_DEVICE}: the device the run's config.json names, "
+                        "auto unless trained with another --device: the one its training's own evaluation ran on, "
+                        "so dwc eval RUN reproduces RUN/eval.json; a run trained on cuda evaluates on cpu where no "
+                        "GPU is)")
     p.add_argument("--frozen", action="store_true",
                    help="also evaluate the frozen integer circuit (the IR dwc compile writes) on the same seeds")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

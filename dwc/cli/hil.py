@@ -4,15 +4,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dwc.cli.options import add_no_progress, baud_rate, count, quiet_log, show
+from dwc.cli.options import Renamed, add_no_progress, baud_rate, count, quiet_log, show
 from dwc.core.config import EVAL_SEED_OFFSET
-from dwc.core.defaults import BAUD, HIL_TIMEOUT_S, RECONNECT_S
+from dwc.core.defaults import BAUD, BOARD_EPISODES, HIL_TIMEOUT_S, RECONNECT_S
 from dwc.core.errors import UserError
 
 
 HIL_HELP = """\
 examples:
-  dwc hil build/ip --sim --episodes 2                         # board top's logic in Verilator
+  dwc hil build/ip --sim --board-episodes 2                   # board top's logic in Verilator
   dwc hil build/ip --sim --inject garbage@3 --inject drop@10  # link faults: garbage|drop|corrupt @ step
   dwc hil build/ip --port /dev/ttyUSB0 --baud 115200          # a board flashed by dwc synth --board
   dwc hil build/ip --port socket://127.0.0.1:5555             # the virtual board of dwc board-sim
@@ -44,7 +44,8 @@ def add(sub):
                                       "socket://HOST:PORT (ser2net, dwc board-sim) or rfc2217://HOST:PORT")
     p.add_argument("--baud", type=baud_rate, default=BAUD, help=f"UART baud rate (default {BAUD}, as the board tops)")
     p.add_argument("--env", help="Gymnasium env id (default: the policy's)")
-    p.add_argument("--episodes", type=count, default=1, help="closed-loop episodes over the link (default %(default)s)")
+    p.add_argument("--board-episodes", "--episodes", dest="episodes", type=count, default=BOARD_EPISODES,
+                   action=Renamed, help=f"closed-loop episodes over the link (default {BOARD_EPISODES})")
     p.add_argument("--seed", type=int, help="seed of the first episode (default: the evaluation seeds of dwc eval, "
                                             f"the training seed + {EVAL_SEED_OFFSET})")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps")

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from dwc.core.config import OPTIONS
-from dwc.core.defaults import ACT_WIDTH, OBS_WIDTH, TABLE_BITS
-from dwc.core.pipeline import COMPILE_DEFAULT, parse_pipeline
+from dwc.core.defaults import ACT_WIDTH, OBS_WIDTH, PIPELINE, TABLE_BITS
+from dwc.core.pipeline import parse_pipeline
 
 
 def int_list(text: str) -> list[int]:
@@ -48,12 +48,22 @@ def baud_rate(text: str) -> int:
 
 class Renamed(argparse.Action):
     """An option with an old name kept working (the flags after the first): given by it, the value is taken
-    and one line on stderr names the option to use, so a script keeps running and learns the new name."""
+    and one line on stderr names the option to use, so a script keeps running and learns the new name.
+    ``split``: the other option an old name also set before it was split in two (dwc build's --episodes, now
+    --verify-episodes and --eval-episodes); the command sets that one, seeing the old name in
+    ``args.old_names``."""
+
+    def __init__(self, option_strings, dest, split: str | None = None, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.split = split
 
     def __call__(self, parser, namespace, values, option_string=None):
-        if option_string != self.option_strings[0]:
-            print(f"{parser.prog}: {option_string} is the old name of {self.option_strings[0]}; use "
-                  f"{self.option_strings[0]} (the old one still works)", file=sys.stderr)
+        new = self.option_strings[0]
+        if option_string != new:
+            new = f"{new} and {self.split}" if self.split else new
+            print(f"{parser.prog}: {option_string} is the old name of {new}; use {new} (the old one still works)",
+                  file=sys.stderr)
+            namespace.old_names = [*getattr(namespace, "old_names", []), option_string]
         setattr(namespace, self.dest, values)
 
 
@@ -81,18 +91,21 @@ def add_build_options(p):
                    help=f"action fixed-point width in bits (default {ACT_WIDTH})")
 
 
+PIPELINE_HELP = ("register stages inside the core: 0 = minimum latency (registered I/O around one combinational "
+                 "core, 2 cycles); each stage adds a cycle. The first stages go after the comparators, after each "
+                 "LUT layer and after the popcounts (and each linear layer); more split the popcount adder trees "
+                 "evenly, for Fmax; max = all of them; auto (dwc compile and build) = the fewest stages that reach "
+                 "--freq on --target, found by synthesis and place and route of the candidates (a binary search, "
+                 f"~4 runs) (default {PIPELINE}: the highest Fmax, as every command that builds a core; the larger "
+                 "DWCs miss the default 100 MHz on ECP5 at 0)")
+
+
 def add_hdl_options(p):
     p.add_argument("--table-bits", type=int, default=None, metavar="N",
                    help="quantised MLPs: a neuron whose nonzero-weight inputs total at most N bits (fan-in x "
                         "bits) is enumerated into lookup tables, LogicNets style; wider ones become "
                         f"constant-coefficient arithmetic (default {TABLE_BITS}; 0 = always arithmetic)")
-    p.add_argument("--pipeline", type=pipeline_stages, default=COMPILE_DEFAULT, metavar="K|max|auto",
-                   help="register stages inside the core: 0 = minimum latency (registered I/O around one "
-                        "combinational core, 2 cycles); each stage adds a cycle. The first stages go after the "
-                        "comparators, after each LUT layer and after the popcounts (and each linear layer); more "
-                        "split the popcount adder trees evenly, for Fmax; max = all of them; auto (dwc compile "
-                        "and build) = the fewest stages that reach --freq on --target, found by synthesis and "
-                        f"place and route of the candidates (a binary search, ~4 runs) (default {COMPILE_DEFAULT})")
+    p.add_argument("--pipeline", type=pipeline_stages, default=PIPELINE, metavar="K|max|auto", help=PIPELINE_HELP)
 
 
 def log_for(args):

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dwc.cli.options import count, quiet_log, show
+from dwc.cli.options import Renamed, count, quiet_log, show
 from dwc.core.config import EVAL_SEED_OFFSET
-from dwc.core.defaults import FORMAL_TIMEOUT_S, RTL_EPISODES, SIMULATOR, VECTORS
+from dwc.core.defaults import FORMAL_TIMEOUT_S, SIMULATOR, VECTORS, VERIFY_EPISODES
 from dwc.core.errors import UserError
 
 
 VERIFY_HELP = """\
 examples:
   dwc verify build/ip                                  # 3 episodes on the graph's env, Verilator
-  dwc verify build/ip --episodes 10 --sim icarus       # the second simulator
+  dwc verify build/ip --verify-episodes 10 --sim icarus  # the second simulator
   dwc verify build/ip --netlist                        # also the netlist yosys synthesises
   dwc verify build/ip --bitstream                      # also every bitstream dwc synth built in build/ip
   dwc verify build/ip --bitstream --target ice40-up5k  # only that one
@@ -50,8 +50,9 @@ def add(sub):
     p.add_argument("build", type=Path, help="build directory written by dwc compile")
     p.add_argument("--env", dest="env_id", metavar="ENV", help="Gymnasium env id (default: the env the policy was "
                                                                 "trained on)")
-    p.add_argument("--episodes", type=count, default=RTL_EPISODES,
-                   help=f"closed-loop episodes (default {RTL_EPISODES})")
+    p.add_argument("--verify-episodes", "--episodes", dest="episodes", type=count, default=VERIFY_EPISODES,
+                   action=Renamed, help=f"closed-loop episodes in the simulated circuit (default {VERIFY_EPISODES}, "
+                                        "as dwc build: they are slow)")
     p.add_argument("--seed", type=int, help="seed of the first episode and of the random vectors (default: the "
                                             f"evaluation seeds of dwc eval, the training seed + {EVAL_SEED_OFFSET})")
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps (default: the env's limit)")

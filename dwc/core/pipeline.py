@@ -1,15 +1,13 @@
-"""``--pipeline K|max|auto``, in one place: what the value may be, each command's default, and how
-it becomes a number of register stages.
+"""``--pipeline K|max|auto``, in one place: what the value may be and how it becomes a number of
+register stages.
 
 K stages (0: registered I/O around one combinational core); ``max``: every cut the graph has, for
 the highest Fmax; ``auto``: the fewest stages that reach the requested clock on the target, found by
-place and route (dwc compile and dwc build resolve it before the core is built). ``dwc compile``
-defaults to the lowest latency, ``dwc build``, ``dwc demo`` and sweeps to the highest clock."""
+place and route (dwc compile and dwc build resolve it before the core is built). Every command
+(compile, import, build, demo, sweeps) defaults to ``dwc.core.defaults.PIPELINE``, ``max``."""
 from __future__ import annotations
 
 MAX, AUTO = "max", "auto"
-COMPILE_DEFAULT = 0
-BUILD_DEFAULT = MAX
 
 
 def parse_pipeline(value: int | str) -> int | str:

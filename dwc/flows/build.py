@@ -18,9 +18,8 @@ import time
 from pathlib import Path
 from statistics import fmean
 
-from dwc.core.defaults import DEFAULT_FREQ_MHZ, RTL_EPISODES, SYNTH_TARGET
+from dwc.core.defaults import DEFAULT_FREQ_MHZ, PIPELINE, SYNTH_TARGET, VERIFY_EPISODES
 from dwc.core.errors import NotAsAsked, OptionError, UserError
-from dwc.core.pipeline import BUILD_DEFAULT
 from dwc.core.rundir import LOCK, hold_lock, load_config, write_json
 
 def digest(options: dict, files: list[Path] = ()) -> str:
@@ -89,7 +88,7 @@ def build(out: Path, *args, **kwargs) -> dict:
 
 
 def _build(out: Path, env: str | None = None, from_run: Path | None = None, train_cfg=None, target: str = SYNTH_TARGET,
-           pipeline: int | str = BUILD_DEFAULT, episodes: int = RTL_EPISODES, freq: float | None = None,
+           pipeline: int | str = PIPELINE, episodes: int = VERIFY_EPISODES, freq: float | None = None,
            progress: bool = True, log=print, input_register: bool = True) -> dict:
     """``freq``: the clock the circuit must reach (a miss is a failure, :func:`timing_failure`); None: placed
     for the default clock (DEFAULT_FREQ_MHZ), and a slower Fmax is reported, as dwc synth does."""

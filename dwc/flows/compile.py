@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from dwc.core.defaults import ACT_WIDTH, COMPARATOR_BANK, DEFAULT_FREQ_MHZ, OBS_WIDTH, TABLE_BITS
+from dwc.core.defaults import ACT_WIDTH, COMPARATOR_BANK, DEFAULT_FREQ_MHZ, OBS_WIDTH, PIPELINE, TABLE_BITS
 from dwc.core.errors import OptionError, UserError
-from dwc.core.pipeline import AUTO, COMPILE_DEFAULT, resolve_stages
+from dwc.core.pipeline import AUTO, resolve_stages
 from dwc.ir import Graph
 from dwc.frontends.freeze import freeze
 from dwc.ir.passes import optimize
@@ -161,7 +161,7 @@ def choose_pipeline(graph: Graph, out: Path, target: str, freq: float, table_bit
 @replaces_outputs("graph.json", "dwc_core.v", "dwc_core.json", "inputs_report.json", "inputs_heatmap.png",
                   "policy.onnx", "compile_report.json", "pipeline_search")
 def compile_run(run: Path, out: Path, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH, onnx: bool = False,
-                obs_frac: list[int] | None = None, pipeline: int | str = COMPILE_DEFAULT, table_bits: int | None = None,
+                obs_frac: list[int] | None = None, pipeline: int | str = PIPELINE, table_bits: int | None = None,
                 target: str | None = None, freq: float = DEFAULT_FREQ_MHZ, log=print,
                 comparators: str = COMPARATOR_BANK, input_register: bool = True) -> dict:
     """``pipeline``: register stages, "max", or "auto" (the fewest that reach ``freq`` MHz on ``target``,
@@ -222,7 +222,7 @@ def compile_run(run: Path, out: Path, obs_width: int = OBS_WIDTH, act_width: int
 @clears_derived
 @replaces_outputs("graph.json", "dwc_core.v", "dwc_core.json", "import_report.json")
 def import_model(model: Path, out: Path, env: str | None = None, obs_width: int = OBS_WIDTH, act_width: int = ACT_WIDTH,
-                 pipeline: int | str = COMPILE_DEFAULT, check_vectors: int = 20000, table_bits: int | None = None,
+                 pipeline: int | str = PIPELINE, check_vectors: int = 20000, table_bits: int | None = None,
                  log=print) -> dict:
     """``dwc import``: a quantised ONNX MLP (QDQ) -> BUILD/graph.json and the Verilog, like ``compile``.
 

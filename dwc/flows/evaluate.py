@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dwc.core.config import EVAL_SEED_OFFSET, TrainConfig
+from dwc.core.config import EVAL_SEED_OFFSET, TrainConfig, load_config
 from dwc.core.defaults import EVAL_DEVICE
 from dwc.core.errors import OptionError, UserError
 from dwc.train.checkpoint import load_actor
@@ -30,10 +30,11 @@ def train_and_evaluate(cfg: TrainConfig, out: Path, resume: bool = False, progre
 def evaluate_run(run_dir: Path, episodes: int, device: str = EVAL_DEVICE, seed: int | None = None,
                  progress: bool = True, frozen: bool = False, write: bool = True) -> dict:
     """Deterministic episodes of the float policy; with ``frozen`` also of the frozen integer IR
-    (what goes into hardware) on the same seeds, reported under ``"frozen"``."""
+    (what goes into hardware) on the same seeds, reported under ``"frozen"``. ``device`` "run" (EVAL_DEVICE):
+    the one the run's config names, which its training's own evaluation ran on (cpu for a CUDA run where no GPU is)."""
     if episodes < 1:
         raise OptionError("episodes", f" must be >= 1, got {episodes}")
-    dev = resolve_device(device)
+    dev = _device(run_dir, device)
     actor, cfg, step = load_actor(run_dir, str(dev))
     seed = cfg.seed + EVAL_SEED_OFFSET if seed is None else seed
     if frozen:  # freeze first: a policy that cannot be frozen fails before any episode runs
@@ -57,6 +58,15 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = EVAL_DEVICE, seed: 
     if write:  # benchmarks read shipped policies without touching their recorded evaluation
         write_json(Path(run_dir) / "eval.json", result)
     return result
+
+
+def _device(run_dir: Path, device: str):
+    """``device`` resolved; "run": the run's own (its config.json's), as its training evaluated it."""
+    if device != EVAL_DEVICE:
+        return resolve_device(device)
+    import torch
+    own = load_config(run_dir).device
+    return resolve_device("cpu" if own.startswith("cuda") and not torch.cuda.is_available() else own)
 
 
 def evaluate_into(run_dir: Path, episodes: int, out: Path | None = None, device: str = EVAL_DEVICE,

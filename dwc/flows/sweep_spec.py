@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dwc.core.config import TrainConfig, config_from_options
-from dwc.core.defaults import DEFAULT_FREQ_MHZ
+from dwc.core.defaults import DEFAULT_FREQ_MHZ, PIPELINE
 from dwc.core.errors import OptionError, UserError
-from dwc.core.pipeline import BUILD_DEFAULT
 from dwc.core.rundir import last_logged_step, tail_records
 from dwc.core.seeds import seed_dir
 
@@ -53,7 +52,7 @@ SCALE_DOWN_KEYS = {"tasks", "seeds", "steps", "options", "hardware", "resources"
 
 SPEC_KEYS = {"tasks", "seeds", "steps", "options", "configs", "hardware", "resources", "scale_down"}
 # episodes None: the run's evaluation episodes, so float, frozen and hardware returns are over the same ones
-HARDWARE_KEYS = {"target": "none", "episodes": None, "pipeline": BUILD_DEFAULT, "freq": DEFAULT_FREQ_MHZ}
+HARDWARE_KEYS = {"target": "none", "episodes": None, "pipeline": PIPELINE, "freq": DEFAULT_FREQ_MHZ}
 RESOURCE_KEYS = {"cpus_per_run": 1, "gpus_per_run": "auto", "max_retries": 3, "seeds_per_run": 1}
 # Options that change where and how fast a run goes, not what it computes: not part of a run's identity.
 PLACEMENT = {"device", "cuda_graphs", "threads", "checkpoint_every"}

@@ -9,7 +9,7 @@ import re
 import time
 from pathlib import Path
 
-from dwc.core.defaults import BAUD, HIL_TIMEOUT_S, RECONNECT_S
+from dwc.core.defaults import BAUD, BOARD_EPISODES, HIL_TIMEOUT_S, RECONNECT_S
 from dwc.core.errors import NotAsAsked, OptionError, UserError
 from dwc.core.rundir import write_json
 
@@ -199,7 +199,7 @@ def control_period(env_id: str) -> float | None:
         env.close()
 
 
-def hil(build: Path, env_id: str | None, episodes: int, seed: int | None = None, max_steps: int | None = None,
+def hil(build: Path, env_id: str | None = None, episodes: int = BOARD_EPISODES, seed: int | None = None, max_steps: int | None = None,
         sim: bool = True, port: str | None = None, baud: int = BAUD, inject: list[str] = (), log=print,
         timeout_s: float = HIL_TIMEOUT_S, reconnect_s: float = RECONNECT_S) -> dict:
     from dwc.rtl.link import frame_lengths
