@@ -13,11 +13,16 @@ repository root (minutes to hours per cell on a loaded machine):
 
     .venv/bin/python scripts/family_table.py --out /tmp/ft --policies inverted-pendulum-v5-gates --families ecp5 xc7
     .venv/bin/python scripts/family_table.py --out /work/family-table        # everything; rerun to resume
+    .venv/bin/python scripts/family_table.py --out /work/family-table --archive results/fpga-families
+
+``--archive DIR`` runs nothing: it copies the table and each finished cell's report.json, nextpnr log and
+pins (DIR/POLICY/DEVICE/) with a commands.txt, the artefacts the docs' figures cite.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -102,6 +107,35 @@ def save(out: Path, records: list[dict]) -> None:
         tmp.replace(out / name)
 
 
+CELL_FILES = ("report.json", "nextpnr.log", "pnr.json", "pins.cst", "pins.lpf", "pins.pcf", "pins.ccf", "pins.pdc")
+
+
+def archive(out: Path, dest: Path) -> int:
+    """The table and each finished cell's small files (CELL_FILES: no netlists, no bitstreams; the report
+    holds the bitstream's path and the exact commands) copied to DEST/POLICY/DEVICE/, a commands.txt that
+    remakes them; returns the cells copied. Cells no longer in the table are removed from DEST."""
+    records = json.loads((out / "family_table.json").read_text())
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("family_table.json", "family_table.md"):
+        shutil.copy(out / name, dest / name)
+    copied, lines = [], ["# the builds: dwc compile at --pipeline max, then dwc synth BUILD --target FAMILY per cell",
+                         f"# (scripts/family_table.py --out {out}; the table's command and compile_command per cell)"]
+    for r in records:
+        lines += [r["compile_command"], r["command"] + ("" if r["fits"] else "   # does not fit")]
+        if not r["fits"] or not r["device"]:
+            continue
+        src, to = Path(r["build"]) / "synth" / r["device"], dest / r["policy"] / r["device"]
+        to.mkdir(parents=True, exist_ok=True)
+        for name in CELL_FILES:
+            if (src / name).exists():
+                shutil.copy(src / name, to / name)
+        copied.append(to)
+    for stale in {d for d in dest.glob("*/*") if d.is_dir()} - set(copied):
+        shutil.rmtree(stale)
+    (dest / "commands.txt").write_text("\n".join(dict.fromkeys(lines)) + "\n")
+    return len(copied)
+
+
 def compiled(policy: str, out: Path) -> Path:
     """OUT/builds/NAME, compiled once at the deepest pipeline (kept on a rerun)."""
     from dwc.core.catalog import shipped_policy
@@ -147,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--families", nargs="+", default=FAMILIES, choices=FAMILIES, metavar="FAMILY",
                    help=f"FPGA families, each on its smallest device that fits (default: {' '.join(FAMILIES)})")
     p.add_argument("--verbose", action="store_true", help="dwc synth's own progress lines too")
+    p.add_argument("--archive", type=Path, metavar="DIR",
+                   help="run nothing: copy the table and the finished cells' reports and logs to DIR")
     args = p.parse_args(argv)
+    if args.archive:
+        print(f"archived {archive(args.out, args.archive)} cells and the table to {args.archive}")
+        return 0
     from dwc.core.catalog import shipped_policy
     from dwc.core.errors import UserError
     try:

@@ -60,3 +60,24 @@ def test_finished_cells_are_read_and_tabled(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert sum(line.startswith("[") for line in lines) == 6  # a start and an end line per cell
     assert sum(line.endswith(", read from its report)") for line in lines) == 3  # no tool ran
+
+
+def test_archive_copies_the_finished_cells(tmp_path):
+    """--archive runs nothing: the table, each fitting cell's report and logs under DIR/POLICY/DEVICE/,
+    the commands, and no folder for a cell that did not fit or is no longer in the table."""
+    build = _build(tmp_path)
+    cell = _report(build, "gowin-4k", "gowin").parent
+    (cell / "nextpnr.log").write_text("Max frequency")
+    (cell / "top.fs").write_text("0101")  # a bitstream: not archived
+    no_fit = ft.record(POLICY, "machxo2", build, None, 31.0, not_fit="too small")
+    (tmp_path / "family_table.json").write_text(json.dumps([ft.record(POLICY, "gowin", build, None, 99.0)
+                                                           | {"device": "gowin-4k"}, no_fit]))
+    (tmp_path / "family_table.md").write_text("table")
+    dest = tmp_path / "arch"
+    (dest / POLICY / "gowin-1k").mkdir(parents=True)  # stale: removed
+    assert ft.main(["--out", str(tmp_path), "--archive", str(dest)]) == 0
+    assert sorted(p.name for p in (dest / POLICY / "gowin-4k").iterdir()) == ["nextpnr.log", "report.json"]
+    assert not (dest / POLICY / "gowin-1k").exists() and (dest / "family_table.md").read_text() == "table"
+    cmds = (dest / "commands.txt").read_text()
+    assert f"dwc synth {build} --target gowin\n" in cmds and "--target machxo2   # does not fit" in cmds
+    assert cmds.count("\ndwc compile ") == 1
