@@ -96,3 +96,18 @@ def test_pdc_files_round_trip_and_nexus_pins_are_asked_of_nextpnr(tmp_path, caps
     assert main(["synth", str(small_build), "--target", "nexus-40k", "--pins", str(pdc)]) == 2
     err = capsys.readouterr().err
     assert "B2: not a 3.3 V I/O pin of LIFCL-40-9BG400C" in err and "DPHY0_DP0" in err and len(err.splitlines()) == 1
+
+
+def test_bitstreams_without_a_decoder_are_skipped_or_refused(tmp_path):
+    """dwc verify --bitstream checks iCE40, ECP5 and Gowin: a MachXO2, GateMate or Nexus bitstream is left
+    out of the default list of targets, and asked for by name is refused in one line saying why."""
+    from dwc.sim.bitstream import BitstreamError, bitstream_targets, synth_report
+    for target, family in (("nexus-40k", "nexus"), ("ecp5-25k", "ecp5")):
+        work = tmp_path / "synth" / target
+        work.mkdir(parents=True)
+        (work / "top.bit").write_bytes(b"\0")
+        (work / "report.json").write_text(json.dumps({"family": family, "bitstream": str(work / "top.bit")}))
+    assert bitstream_targets(tmp_path) == ["ecp5-25k"]
+    with pytest.raises(BitstreamError, match="checks iCE40, ECP5 and Gowin bitstreams; top.bit was packed by dwc "
+                                             "synth, but no decoder of nexus bitstreams is checked yet"):
+        synth_report(tmp_path, "nexus-40k")

@@ -36,8 +36,11 @@ are the core alone; place and route wraps it in a 7-pin serial shell (clk, rst, 
 shift_out, sout, done; reported apart) so it fits
 any package. nextpnr routes with its default router (router1, usually the better Fmax); one that has
 not finished after --route-budget seconds is stopped and the design placed and routed again with
-router2, which routes congested cores far faster (report: router). Open tools only (YoWASP
-yosys/nextpnr from PyPI); the first use of each compiles its WebAssembly (about a minute, cached).
+router2, which routes congested cores far faster (report: router). Open tools only, all from PyPI:
+YoWASP yosys and nextpnr, whose wheels ship every family's packer (icepack, ecppack, xo2pack, gmpack,
+prjoxide), and apycula's gowin_pack; the first use of each compiles its WebAssembly (about a minute,
+cached). dwc verify --bitstream checks iCE40, ECP5 and Gowin bitstreams; MachXO2, GateMate and Nexus
+ones are packed but not checked (no decoder of them is in dwc yet).
 """
 
 

@@ -63,8 +63,10 @@ def add(sub):
                    help="also run both benches on the gate-level netlist yosys synthesises from the Verilog")
     p.add_argument("--bitstream", action="store_true",
                    help="also run both benches on what dwc synth put in each bitstream of BUILD: iCE40 decoded "
-                        "back from the bitstream (icebox_vlog, Debian's fpga-icestorm), ECP5 as nextpnr routed it "
-                        "(re-run, checked to pack into the same bitstream), each driven through its serial shell")
+                        "back from the bitstream (icebox_vlog, Debian's fpga-icestorm), Gowin decoded back "
+                        "(apycula's gowin_unpack), ECP5 as nextpnr routed it (re-run, checked to pack into the same "
+                        "bitstream), each driven through its serial shell; MachXO2, GateMate and Nexus bitstreams "
+                        "are not checked (no decoder yet)")
     p.add_argument("--target", action="append", metavar="TARGET",
                    help="with --bitstream: only this dwc synth target (repeat for more; default: every target "
                         "of BUILD with a bitstream)")
