@@ -264,7 +264,11 @@ def test_training_runs_on_cuda(tmp_path, capsys, algo, policy):
     assert main(args) == 0
     assert main(["train", "--out", str(run), "--resume", "--steps", "400", "--device", "cuda", "--no-progress"]) == 0
     assert main(["eval", str(run), "--eval-episodes", "2", "--device", "cuda", "--no-progress"]) == 0
-    assert json.loads((run / "eval.json").read_text())["train_steps"] == 400
+    recorded = json.loads((run / "eval.json").read_text())
+    assert recorded["train_steps"] == 400
+    # by default dwc eval runs where the run trained (its config: cuda), so it reproduces eval.json
+    assert main(["eval", str(run), "--eval-episodes", "2", "--out", str(tmp_path / "e.json"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["returns"] == recorded["returns"]
     assert "capture failed" not in capsys.readouterr().out
     if policy != "mlp":
         assert main(["compile", str(run), "--out", str(tmp_path / "build")]) == 0
@@ -469,3 +473,13 @@ def test_phase_clock_reports_ms_per_iteration():
     assert clock.report(2) == pytest.approx({"time/act_ms": 1.5, "time/update_ms": 3.5, "time/env_ms": 0.5})
     assert clock.report(1) == {}
 
+
+def test_eval_runs_on_the_device_the_run_names(tmp_path):
+    """dwc eval's default device is the run's own (config.json's), the one its training's evaluation used;
+    a CUDA run where no GPU is evaluates on the CPU; a device given is taken as given."""
+    from dwc.flows.evaluate import _device
+    gpu = "cuda" if torch.cuda.is_available() else "cpu"
+    for named, want in (("cpu", "cpu"), ("auto", gpu), ("cuda", gpu)):
+        (tmp_path / "config.json").write_text(json.dumps({"env": ENV, "device": named}))
+        assert _device(tmp_path, "run").type == want, named
+    assert _device(tmp_path, "cpu").type == "cpu"
