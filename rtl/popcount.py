@@ -74,12 +74,18 @@ class Popcount(wiring.Component):
 
         def add(a, b):
             nonlocal adders
-            if len(a) == len(b) or self.cells == "native":
+            if self.cells == "native":
                 return a + b
+            w = max(len(a), len(b))
+            # every partial sum a named net (sum<k>), so the netlist proof of dwc verify --formal cuts
+            # the tree at each adder instead of proving a whole unregistered tree in one SAT problem
+            y = Signal(w + 1, name=f"sum{adders}")
+            if len(a) == len(b):
+                m.d.comb += y.eq(a + b)
+                adders += 1
+                return y
             # Unequal widths: Amaranth emits the narrower operand unextended (a Verilator WIDTH
             # warning); a port connection keeps the explicit zero-extension.
-            w = max(len(a), len(b))
-            y = Signal(w + 1, name=f"sum{adders}")
             m.submodules[f"add{adders}"] = Instance(
                 "dwc_add", p_W=w, i_a=Cat(a, Const(0, w - len(a))), i_b=Cat(b, Const(0, w - len(b))), o_y=y)
             adders += 1

@@ -29,15 +29,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DWC = str(Path(sys.executable).with_name("dwc"))
+RETRIES, WAIT_S = 10, 120  # a dwc that crashes (its code mid-edit in a shared tree) is tried again
 CONFIGS = [("0", True), ("2", True), ("max", True), ("max", False)]  # (--pipeline, input register)
 
 
 def policies(names: list[str] | None) -> list[str]:
-    """The policy folders, smallest checkpoint first (the circuit's size follows the actor's)."""
+    """The policy folders, smallest checkpoint first (the circuit's size follows the actor's), the
+    quantised MLPs after the LUT networks: their constant-coefficient arithmetic is what the solver
+    proves slowest (a small qmlp's two layers took 45 minutes at load 11, both proofs out of time)."""
     found = [p for p in (ROOT / "policies").iterdir() if (p / "config.json").exists()]
     if names:
         found = [p for p in found if p.name in names]
-    return [p.name for p in sorted(found, key=lambda p: ((p / "checkpoint.pt").stat().st_size, p.name))]
+
+    def cost(p: Path):
+        arithmetic = json.loads((p / "config.json").read_text()).get("actor", {}).get("policy") == "qmlp"
+        return arithmetic, (p / "checkpoint.pt").stat().st_size, p.name
+    return [p.name for p in sorted(found, key=cost)]
 
 
 def cell_name(policy: str, pipeline: str, reg: bool) -> str:
@@ -76,18 +83,21 @@ def run_cell(out: Path, policy: str, pipeline: str, reg: bool) -> dict:
     with open(out / "logs" / f"{name}.log", "w") as log:
         rc, wall, _ = _run(compile_cmd, log, timeout=3600)
         rec["compile_s"] = round(wall, 1)
+        text = (out / "logs" / f"{name}.log").read_text()
         if rc != 0:
-            text = (out / "logs" / f"{name}.log").read_text().splitlines()
-            reason = next((line for line in reversed(text) if line and not line.startswith(("#", "$"))), "")
-            rec.update(verdict="not compiled", why=reason.strip(), exit=rc)
-            write_json(out / "reports" / f"{name}.json", {"not_compiled": rec})
+            reason = next((line for line in reversed(text.splitlines()) if line and not line.startswith(("#", "$"))), "")
+            rec.update(why=reason.strip(), exit=rc)
+            if rc == 2 and "Traceback" not in text:  # compile refused it, in one line: not a circuit
+                rec["verdict"] = "not compiled"
+                write_json(out / "reports" / f"{name}.json", {"not_compiled": rec})
+            else:  # a crash (the code being edited, say): not recorded, tried again
+                rec.update(verdict="error", crashed=True)
             return rec
         rc, wall, cpu = _run(verify_cmd, log)
     rec.update(exit=rc, verify_s=round(wall, 1), verify_cpu_s=round(cpu, 1))
     report = build / "formal_report.json"
-    if not report.exists():
+    if not report.exists() or report.stat().st_mtime < (build / "dwc_core.v").stat().st_mtime:
         rec.update(verdict="error", why=f"dwc verify --formal exited {rc} without a report (see the log)")
-        write_json(out / "reports" / f"{name}.json", {"error": rec})
         return rec
     shutil.copy(report, out / "reports" / f"{name}.json")
     return summarise(rec, json.loads(report.read_text()))
@@ -95,8 +105,8 @@ def run_cell(out: Path, policy: str, pipeline: str, reg: bool) -> dict:
 
 def summarise(rec: dict, report: dict) -> dict:
     """A table record from a formal_report.json (``rec``: what the run itself knew, if anything)."""
-    if "not_compiled" in report or "error" in report:
-        return report.get("not_compiled") or report["error"]
+    if "not_compiled" in report:
+        return report["not_compiled"]
     ref, net = report["proofs"].get("reference", {}), report["proofs"].get("netlist", {})
     rec = {**rec, "latency_cycles": report["latency_cycles"], "resolved_pipeline": report.get("pipeline"),
            "luts": report["circuit"].get("luts"), "comparators": report["circuit"].get("comparators"),
@@ -182,8 +192,13 @@ def main(argv=None) -> int:
                                 json.loads(saved.read_text()))
                 print(f"[{name}] read: {rec['verdict']}", flush=True)
             else:
-                print(f"[{name}] compiling and proving (load {os.getloadavg()[0]:.1f}) ...", flush=True)
-                rec = run_cell(out, policy, pipeline, reg)
+                for attempt in range(RETRIES):
+                    print(f"[{name}] compiling and proving (load {os.getloadavg()[0]:.1f}) ...", flush=True)
+                    rec = run_cell(out, policy, pipeline, reg)
+                    if not rec.get("crashed"):
+                        break
+                    print(f"[{name}] dwc crashed ({rec['why']}); trying again in {WAIT_S} s", flush=True)
+                    time.sleep(WAIT_S)
                 print(f"[{name}] {rec['verdict']}" + (f" in {rec['verify_s']} s" if "verify_s" in rec else "")
                       + (f": {rec['why']}" if rec.get("why") else ""), flush=True)
             records.append(rec)

@@ -221,13 +221,16 @@ def _run_stages(plan: list[Stage], g: Graph, ports: dict, work: Path, name: str,
                    _sat("dwc_formal", most, CORE_OUTPUTS if st.whole else (), max(1, st.depth))]
     progress = SolverProgress(log, "[reference]", {str(k): (st.name, max(1, st.depth)) for k, st in enumerate(plan)},
                               most)
-    text, timed_out, _ = _yosys("\n".join(script) + "\n", work, name, timeout, progress)
+    text, timed_out, took = _yosys("\n".join(script) + "\n", work, name, timeout, progress)
     results = sat_results(text)
     out = []
     for k, st in enumerate(plan):
         r = results[k] if k < len(results) else {"status": "not run"}
+        started = r.pop("started", None)
         if r["status"] == "running":
             r["status"] = "timeout" if timed_out else "unproved"
+            if timed_out and started is not None:  # its log's last line is not when it was stopped
+                r["seconds"] = round(max(r["seconds"], took - started), 1)
         out.append({"lemma": st.name, "nets": [p.net for p in st.asserted], "depth": st.depth, **r})
     statuses = [r["status"] for r in out]
     status = ("proved" if all(s == "proved" for s in statuses) else
@@ -300,7 +303,7 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
             text, timed_out, _ = _yosys("\n".join(cex) + "\n", work, "outputs", left, SolverProgress(
                 log, "[netlist]", {"outputs": ("the outputs from power-up", None)}, L + 2))
             r = (sat_results(text) or [{"status": "running"}])[0]
-            out["outputs"] = {k: v for k, v in r.items() if k != "trace"}
+            out["outputs"] = {k: v for k, v in r.items() if k not in ("trace", "started")}
             if r["status"] == "proved":  # the outputs agree after all (an internal net differs where unseen)
                 out["status"] = "proved"
             elif r["status"] == "counterexample":

@@ -61,7 +61,7 @@ def sat_results(log: str) -> list[dict]:
         sizes = [(int(v), int(c)) for v, c in re.findall(r"Solving problem with (\d+) variables and (\d+) clauses", text)]
         r = {"status": "running", "variables": max((v for v, _ in sizes), default=0),
              "clauses": max((c for _, c in sizes), default=0),
-             "seconds": round(max(times) - stamps[i], 1) if times else 0.0}
+             "seconds": round(max(times) - stamps[i], 1) if times else 0.0, "started": stamps[i]}
         lengths = re.findall(r"Trying induction with length (\d+)", text)
         if "Induction step proven: SUCCESS!" in text:
             r["status"] = "proved"
