@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -103,10 +104,22 @@ def run_cell(out: Path, policy: str, pipeline: str, reg: bool) -> dict:
     return summarise(rec, json.loads(report.read_text()))
 
 
-def summarise(rec: dict, report: dict) -> dict:
-    """A table record from a formal_report.json (``rec``: what the run itself knew, if anything)."""
+def from_log(log: Path) -> dict:
+    """Wall and CPU seconds of a cell's dwc verify, from its log's last '# exit' line."""
+    runs = re.findall(r"^# exit (\d+), ([\d.]+) s wall, ([\d.]+) s CPU, load ([\d.]+)", log.read_text(), re.M) \
+        if log.exists() else []
+    if not runs:
+        return {}
+    rc, wall, cpu, _ = runs[-1]
+    return {"exit": int(rc), "verify_s": float(wall), "verify_cpu_s": float(cpu)}
+
+
+def summarise(rec: dict, report: dict, log: Path | None = None) -> dict:
+    """A table record from a formal_report.json (``rec``: what the run itself knew; else its ``log``)."""
     if "not_compiled" in report:
         return report["not_compiled"]
+    if "verify_s" not in rec and log is not None:
+        rec = {**rec, **from_log(log)}
     ref, net = report["proofs"].get("reference", {}), report["proofs"].get("netlist", {})
     rec = {**rec, "latency_cycles": report["latency_cycles"], "resolved_pipeline": report.get("pipeline"),
            "luts": report["circuit"].get("luts"), "comparators": report["circuit"].get("comparators"),
@@ -145,23 +158,31 @@ def why_not(report: dict) -> str:
 
 
 def markdown(records: list[dict]) -> str:
-    head = ("| policy | pipeline (latency) | input register | lemmas, s | reference proof | netlist proof | "
-            "verdict |\n|---|---|---|---|---|---|---|")
-    rows, notes = [], []
+    head = ("| policy | pipeline (latency) | input register | LUTs, comparators | lemmas, s | reference proof | "
+            "netlist proof | verdict | wall s (CPU s) |\n|---|---|---|---|---|---|---|---|---|")
+    rows, notes, waiting = [], [], {}
     for r in records:
+        if r["verdict"] == "not run":
+            waiting.setdefault(r["policy"], []).append(f"{r['pipeline']}{'' if r['input_register'] else ' without input register'}")
+            continue
         if r["verdict"] in ("not compiled", "error"):
-            if r["pipeline"] == "0":
-                notes.append(f"- `{r['policy']}`: {r['verdict']}: {r['why']}")
+            if r["verdict"] != "not compiled" or r["pipeline"] == "0":
+                notes.append(f"- `{r['policy']}`, pipeline {r['pipeline']}"
+                             f"{'' if r['input_register'] else ', no input register'}: {r['verdict']}"
+                             + (f": {r['why']}" if r.get("why") else ""))
             continue
         lat = f"{r['pipeline']} ({r['latency_cycles']})"
         lemmas = ", ".join(f"{s['lemma']} {s['seconds']}" + ("" if s["status"] == "proved" else f" {s['status']}")
                            for s in r["lemmas"] if s["status"] != "not run")
         ref, net = r["reference"], r["netlist"]
-        rows.append(f"| {r['policy']} | {lat} | {'yes' if r['input_register'] else 'no'} | {lemmas} | "
-                    f"{ref['status']} {ref['seconds']} s | {net['status']} {net['seconds']} s | {r['verdict']} |")
+        took = f"{r['verify_s']} ({r['verify_cpu_s']})" if r.get("verify_s") is not None else f"{r['seconds']}"
+        rows.append(f"| {r['policy']} | {lat} | {'yes' if r['input_register'] else 'no'} | {r['luts']}, "
+                    f"{r['comparators']} | {lemmas} | {ref['status']} {ref['seconds']} s | {net['status']} "
+                    f"{net['seconds']} s | {r['verdict']} | {took} |")
         if r.get("why"):
             notes.append(f"- {r['policy']}, pipeline {r['pipeline']}"
                          f"{'' if r['input_register'] else ', no input register'}: {r['why']}")
+    notes += [f"- `{p}`: not run yet at pipeline {', '.join(cells)}" for p, cells in waiting.items()]
     return "\n".join([head, *rows, "", *notes]) + "\n"
 
 
@@ -176,6 +197,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="work folder (outside the repository)")
     ap.add_argument("--policies", nargs="+", help="only these policy folders (default: all of policies/)")
     ap.add_argument("--pipelines", nargs="+", default=None, help="only these --pipeline values (0 2 max)")
+    ap.add_argument("--no-run", action="store_true", help="only write the table from the saved reports")
     args = ap.parse_args(argv)
     out = args.out.resolve()
     for d in ("builds", "reports", "logs"):
@@ -189,8 +211,10 @@ def main(argv=None) -> int:
             saved = out / "reports" / f"{name}.json"
             if saved.exists():
                 rec = summarise({"cell": name, "policy": policy, "pipeline": pipeline, "input_register": reg},
-                                json.loads(saved.read_text()))
+                                json.loads(saved.read_text()), out / "logs" / f"{name}.log")
                 print(f"[{name}] read: {rec['verdict']}", flush=True)
+            elif args.no_run:
+                rec = {"cell": name, "policy": policy, "pipeline": pipeline, "input_register": reg, "verdict": "not run"}
             else:
                 for attempt in range(RETRIES):
                     print(f"[{name}] compiling and proving (load {os.getloadavg()[0]:.1f}) ...", flush=True)
