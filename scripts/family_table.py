@@ -113,7 +113,7 @@ CELL_FILES = ("report.json", "nextpnr.log", "pnr.json", "pins.cst", "pins.lpf", 
 def archive(out: Path, dest: Path) -> int:
     """The table and each finished cell's small files (CELL_FILES: no netlists, no bitstreams; the report
     holds the bitstream's path and the exact commands) copied to DEST/POLICY/DEVICE/, a commands.txt that
-    remakes them; returns the cells copied. Cells no longer in the table are removed from DEST."""
+    remakes them; returns the cells copied. A table policy's cells no longer in the table are removed."""
     records = json.loads((out / "family_table.json").read_text())
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("family_table.json", "family_table.md"):
@@ -130,7 +130,8 @@ def archive(out: Path, dest: Path) -> int:
             if (src / name).exists():
                 shutil.copy(src / name, to / name)
         copied.append(to)
-    for stale in {d for d in dest.glob("*/*") if d.is_dir()} - set(copied):
+    policies = {r["policy"] for r in records}  # other folders under DEST are left alone
+    for stale in {d for pol in policies for d in (dest / pol).glob("*") if d.is_dir()} - set(copied):
         shutil.rmtree(stale)
     (dest / "commands.txt").write_text("\n".join(dict.fromkeys(lines)) + "\n")
     return len(copied)
