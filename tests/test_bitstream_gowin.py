@@ -3,12 +3,12 @@ apycula's gowin_unpack (with the carry chains, clock taps and unset LUTs as the 
 and run through both benches on the small core; corrupted bitstreams refused; the Tang Nano 9K board
 top built to a bitstream.
 
-Both bitstream tests are in CI. Measured at a load average of 10-14 on 2 cores: the passing test
-543-644 s with its synthesis (synth 175 s, decode 50 s, the RTL's and the decoded netlist's simulator
-builds 92 s and 142 s, both benches 45 s); the corrupted bitstreams 740 s when they still made the
-mismatch's waveform, the board top 194 s. The corruption test reuses the passing test's synthesis,
-decode and RTL simulator build, so it decodes once and builds one simulator (it decoded three times
-and built four before)."""
+Both bitstream tests are in CI. Measured together (pytest -k "decoded_matches or corrupted") at a
+load average of ~6 on 2 cores: the passing test 194 s with its synthesis, the corrupted bitstreams
+136 s (at a load of 10-14: 543-644 s and, still making the mismatch's waveform, 740 s); the board top
+194 s at a load of ~13. The corruption test reuses the passing test's synthesis, decode and RTL
+simulator build, so it decodes once and builds one simulator (it decoded three times and built three
+before: 676 s at a load of ~12)."""
 import json
 import re
 from pathlib import Path
