@@ -10,8 +10,12 @@ import pytest
 from dwc.cli import main
 
 
-@pytest.mark.slow  # ~2 minutes each on a loaded 2-core machine
-@pytest.mark.parametrize("target,family", [("machxo2", "machxo2-1200"), ("gatemate", "gatemate-a1"),
+# Wall (user) seconds at a load average of ~6 on 2 cores: machxo2 20 (8), gatemate 38 (14), nexus 83 (33);
+# the two under 40 s run in CI. The shipped gate network instead: machxo2 refused in 21 s (does not fit),
+# gatemate 242 (94), nexus 161 (72), gowin-4k 190 (71): too long for CI.
+@pytest.mark.slow
+@pytest.mark.parametrize("target,family", [pytest.param("machxo2", "machxo2-1200", marks=pytest.mark.ci),
+                                           pytest.param("gatemate", "gatemate-a1", marks=pytest.mark.ci),
                                            ("nexus", "nexus-40k")])
 def test_family_synth_place_route_and_pack(small_build, target, family, capsys):
     """A family target places the small core on its device at 20 MHz, packs a bitstream, and reports
