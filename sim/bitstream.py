@@ -43,6 +43,7 @@ def sha256(path: Path) -> str:
 
 
 CHECKED_FAMILIES = ("ice40", "ecp5", "gowin")  # MachXO2, GateMate, Nexus: packed by dwc synth, not decoded here
+GOWIN_DECODED = ("GW1N-9C",)  # the Gowin chips whose decoded netlist was traced against nextpnr's (sim/bitstream_gowin.py)
 
 
 def bitstream_targets(build: Path) -> list[str]:
@@ -54,7 +55,8 @@ def bitstream_targets(build: Path) -> list[str]:
         except (OSError, ValueError):
             continue
         bit = r.get("bitstream")
-        if bit and r.get("family") in CHECKED_FAMILIES and (report.parent / Path(bit).name).exists():
+        decoded = r.get("family") != "gowin" or r.get("pack_device") in GOWIN_DECODED
+        if bit and r.get("family") in CHECKED_FAMILIES and decoded and (report.parent / Path(bit).name).exists():
             out.append(report.parent.name)
     return out
 
@@ -76,6 +78,10 @@ def synth_report(build: Path, target: str) -> tuple[dict, Path]:
     if r["family"] == "ice40":  # the decoders are checked before anything long runs
         _icebox_vlog()
     elif r["family"] == "gowin":
+        if r.get("pack_device") not in GOWIN_DECODED:  # the others' decodes are not traced against nextpnr
+            raise BitstreamError(f"{target}: --bitstream decodes Gowin bitstreams of the GW1N-9C (gowin-9k, the Tang "
+                                 f"Nano 9K's GW1NR-9) only, not {r.get('pack_device')}'s (not yet checked; on the "
+                                 f"GW1NZ-1 the decoded circuit did not answer)")
         _tool("gowin_unpack", "it decodes Gowin bitstreams; pip install apycula")
     core = work / "core.v"
     if core.exists() and core.read_text() != (Path(build) / "dwc_core.v").read_text():

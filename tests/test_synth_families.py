@@ -112,6 +112,13 @@ def test_bitstreams_without_a_decoder_are_skipped_or_refused(tmp_path):
         (work / "top.bit").write_bytes(b"\0")
         (work / "report.json").write_text(json.dumps({"family": family, "bitstream": str(work / "top.bit")}))
     assert bitstream_targets(tmp_path) == ["ecp5-25k"]
+    work = tmp_path / "synth" / "gowin-1k"  # a Gowin die the decoder was not checked on: refused, not "corrupt"
+    work.mkdir(parents=True)
+    (work / "top.fs").write_text("0")
+    (work / "report.json").write_text(json.dumps({"family": "gowin", "bitstream": "top.fs", "pack_device": "GW1NZ-1"}))
+    assert bitstream_targets(tmp_path) == ["ecp5-25k"]
+    with pytest.raises(BitstreamError, match="GW1N-9C .* only, not GW1NZ-1's"):
+        synth_report(tmp_path, "gowin-1k")
     with pytest.raises(BitstreamError, match="checks iCE40, ECP5 and Gowin bitstreams; top.bit was packed by dwc "
                                              "synth, but no decoder of nexus bitstreams is checked yet"):
         synth_report(tmp_path, "nexus-40k")
