@@ -207,14 +207,36 @@ def write_json(path: Path, data) -> None:
     tmp.replace(path)
 
 
+def archive(out: Path, dest: Path) -> int:
+    """The tables and each run cell's report and log copied to DEST (no builds); returns the cells copied."""
+    for d in ("reports", "logs"):
+        (dest / d).mkdir(parents=True, exist_ok=True)
+    for src, name in (("formal_table.md", "table.md"), ("formal_table.json", "table.json"),
+                      ("formal_table_summary.md", "summary.md")):
+        shutil.copy(out / src, dest / name)
+    reports = sorted((out / "reports").glob("*.json"))
+    for r in reports:
+        shutil.copy(r, dest / "reports" / r.name)
+        if (log := out / "logs" / f"{r.stem}.log").exists():
+            shutil.copy(log, dest / "logs" / log.name)
+    return len(reports)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="work folder (outside the repository)")
     ap.add_argument("--policies", nargs="+", help="only these policy folders (default: all of policies/)")
     ap.add_argument("--pipelines", nargs="+", default=None, help="only these --pipeline values (0 2 max)")
     ap.add_argument("--no-run", action="store_true", help="only write the table from the saved reports")
+    ap.add_argument("--archive", type=Path, metavar="DIR",
+                    help="run nothing: write the table from the saved reports, then copy it (table.md, table.json, "
+                         "summary.md) and every cell's report and log to DIR (e.g. results/formal/table)")
     args = ap.parse_args(argv)
     out = args.out.resolve()
+    if args.archive:
+        main(["--out", str(out), "--no-run"] + (["--policies", *args.policies] if args.policies else []))
+        print(f"archived {archive(out, args.archive)} cells to {args.archive}")
+        return 0
     for d in ("builds", "reports", "logs"):
         (out / d).mkdir(parents=True, exist_ok=True)
     records = []
