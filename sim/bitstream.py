@@ -46,6 +46,18 @@ CHECKED_FAMILIES = ("ice40", "ecp5", "gowin")  # MachXO2, GateMate, Nexus: packe
 GOWIN_DECODED = ("GW1N-9C",)  # the Gowin chips whose decoded netlist was traced against nextpnr's (sim/bitstream_gowin.py)
 
 
+def not_decoded(r: dict) -> str | None:
+    """Why the bitstream a synth report names is not checked here (no decoder, or one not traced on its chip);
+    None when it is."""
+    if r.get("family") not in CHECKED_FAMILIES:
+        return (f"--bitstream checks iCE40, ECP5 and Gowin bitstreams; {Path(r.get('bitstream') or 'none').name} was "
+                f"packed by dwc synth, but no decoder of {r.get('family')} bitstreams is checked yet")
+    if r["family"] == "gowin" and r.get("pack_device") not in GOWIN_DECODED:  # not traced against nextpnr
+        return (f"--bitstream decodes Gowin bitstreams of the GW1N-9C (gowin-9k, the Tang Nano 9K's GW1NR-9) only, "
+                f"not {r.get('pack_device')}'s (not yet checked; on the GW1NZ-1 the decoded circuit did not answer)")
+    return None
+
+
 def bitstream_targets(build: Path) -> list[str]:
     """The targets under BUILD/synth whose report names a bitstream that exists, of a family checked here."""
     out = []
@@ -55,8 +67,7 @@ def bitstream_targets(build: Path) -> list[str]:
         except (OSError, ValueError):
             continue
         bit = r.get("bitstream")
-        decoded = r.get("family") != "gowin" or r.get("pack_device") in GOWIN_DECODED
-        if bit and r.get("family") in CHECKED_FAMILIES and decoded and (report.parent / Path(bit).name).exists():
+        if bit and not_decoded(r) is None and (report.parent / Path(bit).name).exists():
             out.append(report.parent.name)
     return out
 
@@ -72,16 +83,11 @@ def synth_report(build: Path, target: str) -> tuple[dict, Path]:
     if not r.get("bitstream") or not bit.exists():
         raise BitstreamError(f"{build}: no bitstream for {target} ({'missing ' + str(bit) if r.get('bitstream') else 'a resource estimate only'}); "
                              f"run: dwc synth {build} --target {target}")
-    if r.get("family") not in CHECKED_FAMILIES:
-        raise BitstreamError(f"{target}: --bitstream checks iCE40, ECP5 and Gowin bitstreams; {bit.name} was packed by "
-                             f"dwc synth, but no decoder of {r.get('family')} bitstreams is checked yet")
+    if why := not_decoded(r):
+        raise BitstreamError(f"{target}: {why}")
     if r["family"] == "ice40":  # the decoders are checked before anything long runs
         _icebox_vlog()
     elif r["family"] == "gowin":
-        if r.get("pack_device") not in GOWIN_DECODED:  # the others' decodes are not traced against nextpnr
-            raise BitstreamError(f"{target}: --bitstream decodes Gowin bitstreams of the GW1N-9C (gowin-9k, the Tang "
-                                 f"Nano 9K's GW1NR-9) only, not {r.get('pack_device')}'s (not yet checked; on the "
-                                 f"GW1NZ-1 the decoded circuit did not answer)")
         _tool("gowin_unpack", "it decodes Gowin bitstreams; pip install apycula")
     core = work / "core.v"
     if core.exists() and core.read_text() != (Path(build) / "dwc_core.v").read_text():

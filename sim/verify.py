@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from dwc.ir.compiled import load_build
-from dwc.core.defaults import VERIFY_EPISODES, SIMULATOR, VECTORS
+from dwc.core.defaults import SIMULATOR, VECTORS, VERIFY_EPISODES
 from dwc.core.errors import OptionError, UserError
 from dwc.ir import Graph
 from dwc.ir import reference as ref

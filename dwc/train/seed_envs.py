@@ -28,8 +28,6 @@ def env_workers(device, seeds: int, envs_per_seed: int) -> bool:
     return device.type == "cuda" and seeds > 1 and len(os.sched_getaffinity(0)) > seeds * envs_per_seed
 
 
-
-
 class SeedEnvs:
     """The K seeds' environments, ``n`` per seed, each seed's exactly those of its single run
     (:func:`~dwc.train.envs.make_vector_env`, reset with the same seeds, SAME_STEP autoreset). Without

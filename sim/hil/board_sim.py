@@ -88,8 +88,6 @@ def board_sim(build: Path, listen: str, baud: int = BAUD, clock_mhz: float | Non
     return r  # the bench stops on its own only when this process is going away
 
 
-
-
 def board_sim_text(s: dict) -> str:
     """The one line printed when the virtual board stops."""
     if not s.get("connections") and "frames_received" not in s:

@@ -199,9 +199,9 @@ def control_period(env_id: str) -> float | None:
         env.close()
 
 
-def hil(build: Path, env_id: str | None = None, episodes: int = BOARD_EPISODES, seed: int | None = None, max_steps: int | None = None,
-        sim: bool = True, port: str | None = None, baud: int = BAUD, inject: list[str] = (), log=print,
-        timeout_s: float = HIL_TIMEOUT_S, reconnect_s: float = RECONNECT_S) -> dict:
+def hil(build: Path, env_id: str | None = None, episodes: int = BOARD_EPISODES, seed: int | None = None,
+        max_steps: int | None = None, sim: bool = True, port: str | None = None, baud: int = BAUD,
+        inject: list[str] = (), log=print, timeout_s: float = HIL_TIMEOUT_S, reconnect_s: float = RECONNECT_S) -> dict:
     from dwc.rtl.link import frame_lengths
     from dwc.ir.closed_loop import action_mismatches, reference_episodes
     from dwc.ir.compiled import load_build
