@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from dwc.core.rundir import write_json  # all or nothing: a stopped run leaves the old table
+
 ROOT = Path(__file__).resolve().parent.parent
 DWC = str(Path(sys.executable).with_name("dwc"))
 RETRIES, WAIT_S = 10, 120  # a dwc that crashes (its code mid-edit in a shared tree) is tried again
@@ -199,12 +201,6 @@ def summary_markdown(records: list[dict]) -> str:
         out.append(f"| {r['policy']} | {r['pipeline']} ({r['latency_cycles']}) | {'yes' if r['input_register'] else 'no'} | "
                    f"{ref['status']}, {ref['seconds']} s | {net['status']}, {net['seconds']} s{nets} | {r['verdict']} | {took} |")
     return "\n".join(out) + "\n"
-
-
-def write_json(path: Path, data) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
 
 
 def archive(out: Path, dest: Path) -> int:
