@@ -108,8 +108,9 @@ def _add_circuit_options(p, target_flag: str):
     m.add_argument("--hidden", type=int, help=f"float MLP hidden width (default {DEFAULT['hidden']}); quantised "
                                               f"MLP (--policy qmlp) hidden width, default {QMLP_HIDDEN}: the shipped "
                                               f"2 x {QMLP_HIDDEN} (policies/inverted-pendulum-v5-qmlp16) returns 1000.0 "
-                                              "of 1000 over 10 episodes and compiles and verifies in minutes, where "
-                                              "2 x 256 did not verify in Verilator within 10 minutes; wider on request")
+                                              "of 1000 over 10 episodes and compiles and verifies in about a minute "
+                                              "(results/qmlp-cost); 2 x 64 is already 1,612 constant multipliers; "
+                                              "wider on request")
     m.add_argument("--weight-bits", type=int,
                    help=f"qmlp: signed weight bits, 2..8 (default {DEFAULT['weight_bits']})")
     m.add_argument("--act-bits", type=int,

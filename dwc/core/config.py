@@ -51,9 +51,9 @@ class ActorConfig:
 
 # A quantised MLP's hidden width unless --hidden is given. Chosen by measured return and build time: the shipped
 # 2 x 16 (policies/inverted-pendulum-v5-qmlp16) returns 1000.0 of 1000 on 10 InvertedPendulum episodes and
-# compiles and verifies at pipeline max in 3.5 minutes (dwc build --from it --target none), where 2 x 256, the
-# float MLP's width, did not verify in Verilator within 10 minutes (2 x 64 is already 1,612 constant
-# multipliers). Wider on request (--hidden).
+# compiles and verifies at pipeline max in about a minute (dwc build --from it --target none; results/qmlp-cost),
+# where 2 x 64 is already 1,612 constant multipliers whose synthesis had not finished after 10 minutes
+# (results/qmlp-2x64). Wider on request (--hidden).
 QMLP_HIDDEN = 16
 
 
