@@ -19,7 +19,8 @@ class Target:
     default_opts: str = ""  # for designs pipelined up to the popcounts (see default_options)
     deep_opts: str = ""  # for designs whose adder trees are pipelined too
     # Gowin: apycula's chip database (gowin_pack -d, nextpnr's --vopt family), and the device and package
-    # naming the part's pins in it (db.pinout[pinout_device][package]); MachXO2: Trellis' device and package
+    # naming the part's pins in it (db.pinout[pinout_device][package]); MachXO2: Trellis' device and package,
+    # or the part itself where Trellis' database lacks it (pins asked of nextpnr)
     pack_device: str = ""
     pinout_device: str = ""
     package: str = ""
@@ -47,6 +48,11 @@ TARGETS = {
     # MachXO2 1200HC in TQFP144 (nextpnr-machxo2; yosys' synth_lattice, Trellis' xo2pack)
     "machxo2-1200": Target("machxo2", "synth_lattice -family xo2", ("--device", "LCMXO2-1200HC-4TG144C"), 1280, 1280,
                            "LCMXO2-1200HC-4TG144C", pinout_device="LCMXO2-1200", package="TQFP144"),
+    # MachXO3LF-6900 in caBGA256 (the MachXO3LF starter kit's part), placed by nextpnr-machxo2 like a MachXO2.
+    # The wheel's Trellis database has no MachXO3: its pins are asked of nextpnr (pinout_device is the part),
+    # and xo2pack cannot pack it (pack_device empty: no bitstream)
+    "machxo3-6900": Target("machxo2", "synth_lattice -family xo3", ("--device", "LCMXO3LF-6900C-5BG256C"), 6864, 6864,
+                           "LCMXO3LF-6900C-5BG256C", pinout_device="LCMXO3LF-6900C-5BG256C", package="CABGA256"),
     # GateMate A1 (20,480 CPEs, each two CPE_LT halves and two CPE_FF as nextpnr counts them); nextpnr takes
     # LUT trees (-luttree), and its 8-input muxes do not place (-nomx8)
     "gatemate-a1": Target("gatemate", "synth_gatemate -luttree -nomx8", ("--device", "CCGM1A1"), 40960, 40960,
@@ -88,7 +94,7 @@ CORE_ONLY_OPTS = {"gowin": " -noiopads", "gatemate": " -noiopad -noclkbuf", "nex
 WIDE_SITES = {"nexus": {"WIDEFN9": 2}}
 # Block RAMs per device (nextpnr's ICESTORM_RAM / DP16KD / BSRAM capacity)
 RAM_BLOCKS = {"ecp5-25k": 56, "ecp5-45k": 108, "ecp5-85k": 208, "ice40-up5k": 30, "ice40-hx8k": 32, "gowin-1k": 4,
-              "gowin-4k": 10, "gowin-9k": 26, "gowin-18k": 46, "machxo2-1200": 7, "gatemate-a1": 32,
+              "gowin-4k": 10, "gowin-9k": 26, "gowin-18k": 46, "machxo2-1200": 7, "machxo3-6900": 26, "gatemate-a1": 32,
               "nexus-40k": 84, "xc7": 50}
 
 

@@ -42,7 +42,8 @@ STATIC_MW = {"ecp5-25k": 25.0, "ecp5-85k": 60.0, "ice40-up5k": 0.1, "ice40-hx8k"
              # Gowin: assumed orders of magnitude growing with the die (GW1NZ is a low-power part), not datasheet
              # figures; Gowin's power estimator gives a device's own
              "gowin-1k": 0.5, "gowin-4k": 4.0, "gowin-9k": 8.0, "gowin-18k": 25.0,
-             "machxo2-1200": 3.0, "gatemate-a1": 20.0, "nexus-40k": 10.0}  # assumed orders of magnitude, like the Gowin figures
+             # assumed orders of magnitude, like the Gowin figures
+             "machxo2-1200": 3.0, "machxo3-6900": 10.0, "gatemate-a1": 20.0, "nexus-40k": 10.0}
 DEVICE_PARAMETERS = {"gowin-18k": {"vcc": 1.0}}  # GW2A-LV's core runs at 1.0 V, GW1N(Z,S)-LV's at 1.2 V
 # ecp5-45k: between the 25k's and the 85k's in proportion to its logic cells, not a figure of its own
 STATIC_MW["ecp5-45k"] = 25.0 + (60.0 - 25.0) * (43848 - 24288) / (83640 - 24288)

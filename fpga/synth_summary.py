@@ -58,7 +58,7 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
         ns_req = f"{r['action_latency_ns_at_requested']:.1f}" if r.get("action_latency_ns_at_requested") else "-"
         lines.append(f"{r['target']:<12}{r['luts']:>8}{r['ffs']:>7}{cells_text(r):>20}{util:>6} "
                      f"{r.get('utilisation_of') or '-':<13}{fmax:>7}{req:>6}{r['latency_cycles']:>8}c{ns:>7}{ns_req:>7}{aps:>11}  "
-                     f"{r['bitstream'] or '(estimate only)'}")
+                     f"{r['bitstream'] or ('(none)' if r.get('no_bitstream') else '(estimate only)')}")
     if reports:
         lines.append("LUTs/FFs: the core alone (LUT4 on ecp5/ice40/gowin/machxo2/nexus, LUT6 on xc7, LUT trees on gatemate); cells: the logic cells nextpnr placed "
                      "(core + serial shell); util: the device's most used resource; Fmax/req in MHz (nextpnr's timing "
@@ -73,6 +73,8 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
             lines.append(line)
         if r.get("constraints"):
             lines.append(f"{r['target']}: pins {', '.join(f'{k}={v}' for k, v in r['pins'].items())} -> {r['constraints']}")
+        if r.get("no_bitstream"):
+            lines.append(f"{r['target']}: {r['no_bitstream']}")
     for r in reports:
         if "energy" in r:
             e = r["energy"]

@@ -7,7 +7,8 @@ core fits. ``xc7`` is yosys' LUT6/FF estimate alone (no place and route, no Fmax
 OUT/family_table.json (one record per policy x family: device, cells placed, LUTs, FFs, Fmax, latency,
 timing verdict, fit, wall seconds, the exact command) and OUT/family_table.md, rewritten after every
 cell. Resumable: a cell whose BUILD/synth/<device>/report.json is newer than the build (and was made
-for that family) is read, not rerun; so is a recorded "does not fit" newer than the build; Ctrl-C
+for that family) is read, not rerun; so is a recorded "does not fit" newer than the build (unless the
+family has gained a device since); Ctrl-C
 loses no finished cell (dwc synth leaves a half-run target's folder as it was). Example, from the
 repository root (minutes to hours per cell on a loaded machine):
 
@@ -66,6 +67,7 @@ def record(policy: str, family: str, build: Path, report: dict | None, wall_s: f
             "action_latency_ns": r.get("action_latency_ns"),
             "wall_s": wall_s if wall_s is not None else r.get("seconds"), "synth_seconds": r.get("seconds"),
             "command": f"dwc synth {build} --target {family}", "build": str(build),
+            "devices": list(devices_of(family)),  # those it could land on: a no-fit is rerun when the family grows
             "compile_command": f"dwc compile policies/{policy} --out {build} --pipeline max",
             "finished_at": time.time()}
 
@@ -155,7 +157,7 @@ def one_cell(policy: str, family: str, build: Path, old: dict | None, activity: 
     report = finished_report(build, family)
     if report is not None:
         return record(policy, family, build, report, old["wall_s"] if old and old["fits"] else None), "read"
-    if old and not old["fits"] and old["finished_at"] > built:
+    if old and not old["fits"] and old["finished_at"] > built and old.get("devices") == list(devices_of(family)):
         return old, "read"
     from dwc.fpga.synth import DoesNotFit, synth_smallest
     if not activity:  # measured once per build, for every family (as dwc synth does for its targets)

@@ -80,6 +80,8 @@ def synth_report(build: Path, target: str) -> tuple[dict, Path]:
         raise BitstreamError(f"{build}: no bitstream for {target} (no {work / 'report.json'}); "
                              f"run: dwc synth {build} --target {target}") from None
     bit = work / Path(r.get("bitstream") or "none").name
+    if r.get("no_bitstream"):  # placed and routed, but no open packer knows the device
+        raise BitstreamError(f"{target}: {r['no_bitstream']}; --bitstream has nothing to check")
     if not r.get("bitstream") or not bit.exists():
         raise BitstreamError(f"{build}: no bitstream for {target} ({'missing ' + str(bit) if r.get('bitstream') else 'a resource estimate only'}); "
                              f"run: dwc synth {build} --target {target}")

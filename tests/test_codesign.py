@@ -76,6 +76,40 @@ def test_target_sets_the_native_lut_and_max_luts_sizes_the_layers():
             config_from_options(opts)
 
 
+# The fabric's logic-cell LUT per family, written out (not read from dwc.core.targets) so a wrong entry there
+# fails here. GateMate's CPE is no LUT4 but a tree of 2-input LUTs; half a CPE (yosys' CC_L2T4) is a
+# LUT2 of two LUT2s over 4 inputs, the nearest LUT size.
+FABRIC_LUT = {"ecp5": 4, "ice40": 4, "gowin": 4, "machxo2": 4, "gatemate": 4, "nexus": 4, "xc7": 6}
+
+
+def test_every_family_and_device_trains_its_fabric_lut():
+    from dwc.core.targets import FAMILIES
+    assert set(FAMILIES) == set(FABRIC_LUT)  # a new family is added here too, with its LUT size
+    for family, f in FAMILIES.items():
+        for name in (family, *f.devices):  # gowin-9k, machxo3-6900 (a MachXO2-family device), gatemate-a1, ...
+            c = config_from_options({"target": name})
+            assert (c.target, c.actor.lut_inputs) == (family, FABRIC_LUT[family]), name
+
+
+@pytest.mark.slow  # 190 s at a load of ~6 on 2 cores
+def test_build_for_gatemate_trains_and_compiles_lut4(tmp_path, capsys):
+    """dwc build --lut-family gatemate with no --lut-inputs (whose default is 6): a short real run on
+    InvertedPendulum-v5, frozen, compiled and verified, is a LUT4 circuit marked with its family."""
+    out, family = tmp_path / "b", "gatemate"
+    assert main(["build", "--env", "InvertedPendulum-v5", "--lut-family", family, "--steps", "300",
+                 "--learning-starts", "100", "--width", "32", "--thermo-bits", "7", "--eval-episodes", "1",
+                 "--checkpoint-every", "300", "--target", "none", "--verify-episodes", "1", "--out", str(out),
+                 "--no-progress", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["stages_run"] == ["train", "compile", "verify"] and s["rtl_equals_frozen"]
+    config = json.loads((out / "run" / "config.json").read_text())
+    assert (config["target"], config["actor"]["lut_inputs"]) == (family, 4)
+    graph = json.loads((out / "circuit" / "graph.json").read_text())
+    assert {len(lut["inputs"]) for layer in graph["layers"] for lut in layer} <= {1, 2, 3, 4}
+    assert max(len(lut["inputs"]) for layer in graph["layers"] for lut in layer) == 4
+    assert graph["meta"]["target"] == family
+
+
 def test_cli_budget_errors(tmp_path):
     assert_one_line_error(run_cli("train", "--lut-family", "zynq", "--out", str(tmp_path / "a")), "--lut-family")
     assert_one_line_error(run_cli("train", "--lut-family", "ecp5", "--lut-inputs", "6", "--out", str(tmp_path / "b")),

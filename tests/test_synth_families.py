@@ -122,3 +122,54 @@ def test_bitstreams_without_a_decoder_are_skipped_or_refused(tmp_path):
     with pytest.raises(BitstreamError, match="checks iCE40, ECP5 and Gowin bitstreams; top.bit was packed by dwc "
                                              "synth, but no decoder of nexus bitstreams is checked yet"):
         synth_report(tmp_path, "nexus-40k")
+
+
+# Wall 75 s at a load of ~6 on 2 cores (yosys 60 s of it): the one MachXO3 run in CI.
+@pytest.mark.slow
+@pytest.mark.ci
+def test_machxo3_places_and_routes_on_pins_asked_of_nextpnr_without_a_bitstream(small_build, tmp_path, capsys):
+    """The MachXO2 family's larger device is a MachXO3LF-6900, which nextpnr-machxo2 places but the wheel's
+    Trellis database lacks: its pins are asked of nextpnr, it reports like the 1200 (cells as predicted,
+    Fmax, timing verdict, latency in ns), has no bitstream and says why; dwc verify --bitstream refuses it in
+    one line; a pin the package lacks stops dwc synth before any tool runs."""
+    from dwc.fpga.pins import MACHXO3_DEFAULT, asked_pin_sites, file_kind, parse_constraints
+    from dwc.sim.bitstream import BitstreamError, bitstream_targets, synth_report
+    part = "LCMXO3LF-6900C-5BG256C"
+    assert asked_pin_sites("machxo2", part, ["H14", "J16"]) == {"H14": "X40/Y12/PIOA", "J16": "X40/Y15/PIOA"}
+    lpf = tmp_path / "p.lpf"
+    lpf.write_text("".join(f'LOCATE COMP "{p}" SITE "{"A1" if p == "sin" else s}";\n'
+                           for p, s in MACHXO3_DEFAULT.items()))  # A1 is not a ball of caBGA256
+    assert main(["synth", str(small_build), "--target", "machxo3-6900", "--pins", str(lpf)]) == 2
+    err = capsys.readouterr().err
+    assert f"A1: not an I/O pin of {part}" in err and "does not exist for package" in err and len(err.splitlines()) == 1
+
+    assert main(["synth", str(small_build), "--target", "machxo3-6900", "--freq", "20", "--energy-steps", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "machxo3-6900: Fmax" in out and ">= 20 requested: timing met" in out and "no MachXO3 database" in out
+    r = json.loads((small_build / "synth" / "machxo3-6900" / "report.json").read_text())
+    assert (r["family"], r["device"], r["capacity"]["luts"]) == ("machxo2", part, 6864)
+    assert r["fmax_mhz"] > 20 and r["timing_met"] and r["action_latency_ns"] == round(3e3 / r["fmax_mhz"], 2)
+    c = r["cells"]
+    assert c["kind"] == "TRELLIS_COMB" and c["available"] == 6864 and abs(c["predicted"] - c["used"]) <= 0.01 * c["used"]
+    assert r["bitstream"] is None and "no MachXO3 database" in r["no_bitstream"] and "yowasp-xo2pack" not in r["tools"]
+    assert r["pins"] == MACHXO3_DEFAULT and r["pins_bonded_default"]
+    text = Path(r["constraints"]).read_text()
+    assert file_kind(text) == "LPF" and parse_constraints(text, "LPF") == r["pins"]
+    assert "machxo3-6900" not in bitstream_targets(small_build)
+    with pytest.raises(BitstreamError, match="machxo3-6900: no bitstream: .*nothing to check"):
+        synth_report(small_build, "machxo3-6900")
+
+
+@pytest.mark.slow  # compile ~1 min, the 1200 refused in ~20 s, the 6900 placed in minutes
+def test_machxo2_family_places_the_gate_network_on_its_smallest_device_that_fits(tmp_path):
+    """The shipped gate network (1,740 LUT4 + 1,373 FF) fits no MachXO2-1200: --target machxo2 skips it
+    before place and route and lands on the MachXO3LF-6900, saying why."""
+    build = tmp_path / "g"
+    assert main(["compile", str(Path(__file__).resolve().parents[1] / "policies" / "inverted-pendulum-v5-gates"),
+                 "--out", str(build)]) == 0
+    assert main(["synth", str(build), "--target", "machxo2", "--energy-steps", "0"]) == 0
+    r = json.loads((build / "synth" / "machxo3-6900" / "report.json").read_text())
+    fit = r["smallest_fit"]
+    assert fit["device"] == "machxo3-6900" and list(fit["too_small"]) == ["machxo2-1200"]
+    assert "before place and route" in fit["too_small"]["machxo2-1200"] and not (build / "synth" / "machxo2-1200").exists()
+    assert r["cells"]["used"] > 1740 and r["fmax_mhz"] > 0 and r["bitstream"] is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dwc.cli.options import Renamed, count
 from dwc.core.config import OPTIONS, QMLP_HIDDEN, TrainConfig, option_value
+from dwc.core.targets import NATIVE_LUT_INPUTS
 
 
 def shown(value) -> str:
@@ -17,9 +18,12 @@ def shown(value) -> str:
 # Each option's default as --help states it: TrainConfig's, so it is said once (dwc.core.config).
 DEFAULT = {name: shown(option_value(TrainConfig(), name)) for name in OPTIONS}
 
-TRAIN_TARGET_HELP = ("FPGA family whose LUTs the circuit is trained as: ecp5 | ice40 (4-input LUTs) | xc7 (6-input "
-                     "LUTs); sets --lut-inputs to the fabric's LUT so one trained LUT is one LUT cell (a synth target "
-                     "name such as ecp5-25k also works; the option's old name still works, with a note)")
+TRAIN_TARGET_HELP = ("FPGA family whose LUTs the circuit is trained as: " + "; ".join(
+    f"{' | '.join(n for n, k in NATIVE_LUT_INPUTS.items() if k == size)} ({size}-input LUTs)"
+    for size in sorted(set(NATIVE_LUT_INPUTS.values()))) + "; sets --lut-inputs to the fabric's LUT so one trained "
+    "LUT is one LUT cell (gatemate: half a CPE is a tree of three 2-input LUTs over 4 inputs, which holds a trained "
+    "LUT4 where it decomposes that way, else it takes more); a synth target name such as ecp5-25k also works; the "
+    "option's old name still works, with a note")
 
 
 EPISODES_HELP = (f"deterministic episodes of the trained policy evaluated at the end of training, into eval.json "

@@ -20,10 +20,13 @@ FAMILIES = {
     "ice40": Family(4, ("ice40-up5k", "ice40-hx8k")),
     # the dies of Sipeed's Tang Nano 1K, 4K, 9K and Tang Primer 20K (nextpnr-himbaechel-gowin, apycula)
     "gowin": Family(4, ("gowin-1k", "gowin-4k", "gowin-9k", "gowin-18k")),
-    # nextpnr-machxo2 places no larger MachXO2 (7000, 4000, 2000), and Trellis packs no MachXO3
-    "machxo2": Family(4, ("machxo2-1200",)),
-    # Cologne Chip's logic cell (CPE) is no LUT4 but a tree of 2-input LUTs (yosys maps a LUT4 to one
-    # where it decomposes, else to a 5-input tree with a mux): trained as 4-input LUTs, its nearest size
+    # nextpnr-machxo2 (YoWASP 0.11.1) has chip databases for two dies only: the MachXO2-1200 (and the 640 on
+    # it) and the MachXO3LF-6900, the same fabric (its 4300 in BG400 is that die too); none for the larger
+    # MachXO2s (2000, 4000, 7000). So the family's larger device is a MachXO3
+    "machxo2": Family(4, ("machxo2-1200", "machxo3-6900")),
+    # Cologne Chip's logic cell (CPE) is no LUT4: half a CPE is a tree of three 2-input LUTs over 4 inputs,
+    # which holds 1,208 of the 65,536 4-input functions (yosys builds the others from a CPE in mux mode);
+    # trained as 4-input LUTs all the same, what half a CPE takes in (docs/hardware.md, codesign)
     "gatemate": Family(4, ("gatemate-a1",)),
     "nexus": Family(4, ("nexus-40k",)),  # CrossLink-NX LIFCL-40 (its evaluation board's BG400)
     "xc7": Family(6, ("xc7",), placed=False),  # synthesis and a capacity estimate only
@@ -35,8 +38,7 @@ def family_of(target: str | None) -> str | None:
     """The family a device or family name belongs to ("ecp5-25k" -> "ecp5"); None for none or an unknown name."""
     if not target or target == "none":
         return None
-    family = target.split("-")[0]
-    return family if family in FAMILIES and (target == family or target in FAMILIES[family].devices) else None
+    return next((name for name, f in FAMILIES.items() if target == name or target in f.devices), None)
 
 
 def smallest_device(target: str) -> str:
