@@ -173,3 +173,21 @@ def test_machxo2_family_places_the_gate_network_on_its_smallest_device_that_fits
     assert fit["device"] == "machxo3-6900" and list(fit["too_small"]) == ["machxo2-1200"]
     assert "before place and route" in fit["too_small"]["machxo2-1200"] and not (build / "synth" / "machxo2-1200").exists()
     assert r["cells"]["used"] > 1740 and r["fmax_mhz"] > 0 and r["bitstream"] is None
+
+
+def test_a_tool_that_crashes_in_its_webassembly_runtime_is_named_in_one_line(tmp_path):
+    """A YoWASP tool that traps (a bug inside it) fails with one line naming the tool, the trap and its log,
+    not the runtime's Python traceback: xo2pack given a MachXO3 configuration (it has no MachXO3 database,
+    and throws), and the log of nextpnr-himbaechel-gatemate 0.11.1 crashing after it routed the shipped
+    InvertedPendulum DWC."""
+    from dwc.core.tools import crash_text, run_tool
+    (tmp_path / "top.config").write_text(".device LCMXO3-6900\n")
+    with pytest.raises(RuntimeError) as e:
+        run_tool("yowasp-xo2pack", ["top.config", "top.bit"], tmp_path / "pack.log", cwd=tmp_path)
+    assert str(e.value) == f"yowasp-xo2pack crashed (thrown Wasm exception, inside the tool: not a design error); " \
+                          f"its log: {tmp_path / 'pack.log'}"
+    assert "Traceback" in (tmp_path / "pack.log").read_text()
+    log = Path(__file__).resolve().parents[1] / "results/fpga-families/failed/inverted-pendulum-v5-dwc-gatemate-a1.nextpnr.log"
+    assert crash_text("nextpnr", log.read_text()) == ("nextpnr crashed after routing (wasm trap: out of bounds memory "
+                                                      "access, inside the tool: not a design error)")
+    assert crash_text("nextpnr", "ERROR: Failed to route net clk\n") is None  # an error the tool reports itself

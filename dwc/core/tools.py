@@ -50,9 +50,23 @@ def run_tool(name: str, args: list[str], log: Path, cwd: Path | None = None,
                 raise
             res = subprocess.CompletedProcess(cmd, proc.wait())
     if res.returncode != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        text = log.read_text(errors="replace")
+        if crashed := crash_text(name, text):
+            raise RuntimeError(f"{crashed}; its log: {log}")
+        tail = "\n".join(text.splitlines()[-15:])
         raise RuntimeError(f"{name} failed (exit {res.returncode}); last lines of {log}:\n{tail}")
     return res
+
+
+def crash_text(name: str, text: str) -> str | None:
+    """One line for a YoWASP tool that crashed in its WebAssembly runtime (a trap or an uncaught exception:
+    a bug of the tool, not an error it reports), from its log ``text``; None for any other failure (whose
+    log's own last lines say why). The Python traceback of the runtime says nothing more, so it is left out."""
+    if "wasmtime" not in text:
+        return None
+    trap = re.findall(r"wasm trap: [^\n]+|thrown Wasm exception", text)
+    after = " after routing" if "Routing complete" in text else ""  # nextpnr: its design was routed
+    return f"{name} crashed{after} ({trap[-1] if trap else 'a WebAssembly trap'}, inside the tool: not a design error)"
 
 
 class ToolStopped(Exception):
