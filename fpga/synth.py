@@ -280,23 +280,7 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
     tag = f"[{target}]"
     core_need, shell, need = _synth_with_shell(work, target, ports, yosys_opts, log, commands)
     pnr, pack, bonded = nextpnr_arguments(work, target, freq_mhz, seed, pins, given)
-
-    def nextpnr(router2: bool, progress):
-        run_tool(pnr_tool(t), pnr + (["--router", "router2"] if router2 else []),
-                 work / "nextpnr.log", cwd=work, progress=progress)
-
-    try:
-        router = route_router1_then_router2(nextpnr, log, tag, f"nextpnr at {freq_mhz:g} MHz", NEXTPNR_PHASES,
-                                            route_budget_s, work / "nextpnr.log")
-    except RuntimeError:
-        over = overused(work / "nextpnr.log")
-        if over:
-            kind = fit.CELL_KIND[t.family]
-            said = f" (predicted {need[kind]} {kind})" if kind in need else " (nextpnr's count; not predicted here)"
-            raise DoesNotFit(f"{target} ({t.device}) is too small for this core: " + "; ".join(
-                f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + f"{said}; choose a larger target or a smaller "
-                f"circuit") from None
-        raise
+    router = _route(work, target, pnr, need, freq_mhz, log, route_budget_s)
     if router != "router1":
         pnr += ["--router", router]
     commands.append(f"{pnr_tool(t)} {' '.join(pnr)}")
@@ -345,6 +329,30 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
         **({"pack_device": t.pack_device, "pinout_device": t.pinout_device, "package": t.package}
            if t.family == "gowin" else {}),
     }
+
+
+def _route(work: Path, target: str, pnr: list[str], need: dict, freq_mhz: float, log, route_budget_s: float) -> str:
+    """nextpnr with ``pnr``, router1 then router2 (:func:`~dwc.core.tools.route_router1_then_router2`); the
+    router that routed. A design nextpnr finds too big for the device raises :class:`DoesNotFit`."""
+    from dwc.fpga import fit
+    t = TARGETS[target]
+
+    def nextpnr(router2: bool, progress):
+        run_tool(pnr_tool(t), pnr + (["--router", "router2"] if router2 else []),
+                 work / "nextpnr.log", cwd=work, progress=progress)
+
+    try:
+        return route_router1_then_router2(nextpnr, log, f"[{target}]", f"nextpnr at {freq_mhz:g} MHz",
+                                          NEXTPNR_PHASES, route_budget_s, work / "nextpnr.log")
+    except RuntimeError:
+        over = overused(work / "nextpnr.log")
+        if over:
+            kind = fit.CELL_KIND[t.family]
+            said = f" (predicted {need[kind]} {kind})" if kind in need else " (nextpnr's count; not predicted here)"
+            raise DoesNotFit(f"{target} ({t.device}) is too small for this core: " + "; ".join(
+                f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + f"{said}; choose a larger target or a smaller "
+                f"circuit") from None
+        raise
 
 
 def _synth_with_shell(work: Path, target: str, ports: dict, yosys_opts: str, log,
