@@ -244,7 +244,8 @@ def _synth(stage: _Stages, circuit: Path, target: str, freq: float | None, log) 
                 "clock_required": r.get("clock_required"),
                 "cells": r.get("cells"), "utilisation": r.get("utilisation"),
                 "utilisation_of": r.get("utilisation_of"), "constraints": r.get("constraints"),
-                "bitstream": r.get("bitstream"), "nj_per_action": r["energy"]["per_action_nj"],
+                "bitstream": r.get("bitstream"), "no_bitstream": r.get("no_bitstream"),
+                "nj_per_action": r["energy"]["per_action_nj"],
                 "too_small": r.get("smallest_fit", {}).get("too_small")}
     # no --freq: placed for the default clock, not required (a key of its own, so an explicit one re-runs)
     key = digest({"target": target, "freq": freq or DEFAULT_FREQ_MHZ} | ({} if freq else {"required": False}),
@@ -280,7 +281,7 @@ def summary_table(s: dict) -> str:
                   if "requested_mhz" in syn
                   else f"Fmax {syn['fmax_mhz']} MHz"),
                  ("energy / action", f"{syn['nj_per_action']} nJ (estimate)"),
-                 ("bitstream", str(syn["bitstream"]))]
+                 ("bitstream", str(syn["bitstream"] or syn.get("no_bitstream")))]  # a MachXO3 has none
         if syn.get("constraints"):
             rows.append(("pins", syn["constraints"]))
     rows.append(("stages", f"ran {', '.join(s['stages_run']) or 'none'}; up to date: {', '.join(s['stages_skipped']) or 'none'}"))
