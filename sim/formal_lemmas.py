@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dwc.backends.reference_verilog import node_name, sum_sizes
+from dwc.backends.reference_verilog import (code_bits, code_name, linear_sums, linear_widths, node_name,
+                                            product_name, sum_name, sum_sizes)
 from dwc.ir import Graph
 
 MONOLITHIC = "contract, in one piece"
@@ -17,8 +18,10 @@ class Point:
     net: str  # in the flattened dwc_core
     spec: tuple[tuple[str, int], ...]  # the reference's nets (name, width), least significant first
     delay: int  # clock edges from the observation at the core's input to its value on this net
-    most: tuple[int, ...] | None = None  # per reference net, the largest value it takes (sums), proved with it
+    # per reference net, the values it takes, proved with it: the largest (sums), or (lo, hi) of a signed value
+    most: tuple[int | tuple[int, int] | None, ...] | None = None
     bits: int | None = None  # the core's width where it differs from the reference's (partial sums)
+    signed: bool = False  # one reference net; both values two's complement, equal as integers (linear layers)
 
     @property
     def spec_width(self) -> int:
@@ -79,19 +82,78 @@ def stages(g: Graph, ports: dict, nets: dict[str, int]) -> list[Stage]:
     counts = [Point(f"pop{a}.count", ((f"p{a}", _bits(len(grp))),), d, (len(grp),)) for a, grp in enumerate(g.groups)]
     groups.append(("popcounts", _registered("popcounts", "pop_r", counts, cuts, nets)))
     d += "popcounts" in cuts
-    d += sum(f"linear{k}" in cuts for k in range(len(g.linear)))
+    for k in range(len(g.linear)):
+        groups += _linear_groups(g, k, groups[-1][1], cuts, nets)
+        d += f"linear{k}" in cuts
     groups.append(("action tables", [Point(f"table{a}.action", ((f"a{a}", aw),), d) for a in range(g.action_dim)]))
     whole = [Stage(MONOLITHIC, (), (), latency, whole=True)]
     if d + 1 != latency:
         return whole
-    groups = [(n, pts) for n, pts in groups if pts and all(nets.get(p.net) == p.width for p in pts)]
+    groups = [(n, pts, *ins) for n, pts, *ins in groups if pts and all(nets.get(p.net) == p.width for p in pts)]
     if not groups or groups[-1][0] != "action tables":
         return whole
-    out, prev, at = [], (), 0
-    for name, pts in groups:
-        out.append(Stage(name, tuple(pts), prev, pts[0].delay - at))
-        prev, at = tuple(pts), pts[0].delay
-    return out + [Stage("contract", (), prev, latency - at)]
+    out, prev, proved = [], (), set()
+    for name, pts, *ins in groups:
+        inputs = tuple(ins[0]) if ins else prev  # default: the previous lemma's nets
+        # sound only if every net a lemma cuts was proved by an earlier one (a skipped boundary's was not)
+        if not proved.issuperset(inputs):
+            return whole
+        out.append(Stage(name, tuple(pts), inputs, pts[0].delay - (inputs[0].delay if inputs else 0)))
+        prev = tuple(pts)
+        proved.update(pts)
+    return out + [Stage("contract", (), prev, latency - prev[0].delay)]
+
+
+def _linear_groups(g: Graph, k: int, given: list[Point], cuts: list[str], nets: dict[str, int]) -> list[tuple]:
+    """The lemmas of linear layer ``k``, whose inputs ``given`` (the popcounts or the previous layer's codes)
+    are proved: ``(name, points, inputs)``. Each arithmetic neuron's products (the core's ``n<j>_t<i>``:
+    the constant multiplies), then its partial sums level by level (``n<j>_s<n>``, one adder each, from
+    the nets of the level before), then every neuron's code (table neurons: from ``given``) at the
+    layer's output (its register, where it has one). The core computes each neuron at its own width, the
+    reference at the layer's: compared as integers. Without those nets in the core, the layer is one lemma."""
+    lin, width = g.linear[k], linear_widths(g)[k]
+    d, up = given[0].delay, max(0, -lin.shift)  # a left shift is folded into the constants
+    ranges = [(0, len(grp)) for grp in g.groups] if k == 0 else [(g.linear[k - 1].lo, g.linear[k - 1].hi)] * len(lin.weights[0])
+
+    def pt(net: str, name: str, lo: int, hi: int) -> Point:
+        """Each value with its range (the next lemma's inputs take only those: both sides sized for them)."""
+        return Point(f"linear{k}.{net}", ((name, width),), d, ((lo, hi),), nets.get(f"linear{k}.{net}"), signed=True)
+    products, levels, tops = [], [], []
+    for j, row in enumerate(lin.weights):
+        reads = [i for i, w in enumerate(row) if w]
+        # a lookup table (or a constant) has no arithmetic to cut; a neuron nothing reads, no nets at all
+        if f"linear{k}.n{j}_s0" not in nets:
+            continue
+        span = [(lin.bias[j] << up,) * 2] + [sorted((w << up) * x for x in ranges[i]) for i, w in enumerate(row) if w]
+        # the leaves: the bias (a constant), the products (the core's n<j>_t<t>); a weight of 1 has none
+        # in the core (the adder reads the layer's input itself, cut at ``given``: an input of every level)
+        nodes: list[Point | None] = [None] + [pt(f"n{j}_t{t}", product_name(k, j, i), *span[t + 1])
+                                              if row[i] << up != 1 else None for t, i in enumerate(reads)]
+        products += [p for p in nodes if p is not None]
+        leaves = len(nodes)
+        alive = list(range(leaves))  # the nodes the next level adds (or carries): its inputs
+        for c, level in enumerate(linear_sums(leaves)):
+            if len(levels) <= c:
+                levels.append(([], []))
+            if not levels[c][1]:
+                levels[c][1].extend(given)
+            levels[c][1].extend(nodes[i] for i in alive if nodes[i] is not None)
+            for a, b, n in level:
+                span.append((span[a][0] + span[b][0], span[a][1] + span[b][1]))
+                nodes.append(pt(f"n{j}_s{n - leaves}", sum_name(k, j, n - leaves), *span[n]))
+                levels[c][0].append(nodes[-1])
+            alive = [n for _, _, n in level] + alive[len(alive) - len(alive) % 2:]
+        tops.append(nodes[-1])
+    cw, signed = code_bits(lin.lo, lin.hi)
+    code = _registered(f"linear{k}", f"linear{k}_r",
+                       [Point(f"linear{k}.out", tuple((code_name(k, j), cw) for j in range(lin.outputs)), d,
+                              ((lin.lo, lin.hi) if signed else lin.hi,) * lin.outputs)], cuts, nets)
+    inner = products + [p for pts, _ in levels for p in pts]
+    if not inner or any(p.net not in nets for p in inner):
+        return [(f"linear{k}", code, given)]
+    return ([(f"linear{k} products", products, given)]
+            + [(f"linear{k} sums {c + 1}", pts, ins) for c, (pts, ins) in enumerate(levels)]
+            + [(f"linear{k}", code, list(given) + [p for p in tops if p not in given])])
 
 
 def _tree_points(g: Graph, chunk: int, nets: dict[str, int], level: int, delay: int, net: str) -> list[Point]:
@@ -143,6 +205,32 @@ def _slices(p: Point) -> list[tuple[int, int, int | None]]:
     return out
 
 
+def _bounds(v: str, p: Point) -> list[str]:
+    """``v`` (the core's net, or the checker's input standing for it) within each reference net's bounds."""
+    out = []
+    for lsb, w, most in _slices(p):
+        part = f"{v}[{lsb + w - 1}:{lsb}]"
+        if isinstance(most, tuple):
+            lo, hi = (f"-64'sd{-b}" if b < 0 else f"64'sd{b}" for b in most)
+            out.append(f"$signed({part}) >= {lo} && $signed({part}) <= {hi}")
+        elif most is not None:
+            out.append(f"{part} <= {w}'d{most}")
+    return out
+
+
+def _signed_cut(x: str, p: Point) -> str:
+    """The reference's (signed) net driven from the core's value ``x``: sign-extended where the
+    reference's net is wider; where it is narrower, its low bits (the lemma that proved ``p`` proved the
+    value fits them; the checker assumes it of ``x``: :func:`_fits`)."""
+    sw, w = p.spec_width, p.width
+    return x if sw == w else f"{{{{{sw - w}{{{x}[{w - 1}]}}}}, {x}}}" if sw > w else f"{x}[{sw - 1}:0]"
+
+
+def _fits(x: str, p: Point) -> list[str]:
+    """Where the reference's signed net is narrower than the core's: the value fits it (proved with ``p``)."""
+    return [f"assume($signed({x}) == $signed({x}[{p.spec_width - 1}:0]));"] if p.signed and p.spec_width < p.width else []
+
+
 def _reference_side(o: list[str], stage: Stage, ab: int) -> list[str]:
     """The reference in the checker (cut at the lemma's inputs, its outputs delayed by the lemma's
     depth) and the assertions on the core's nets; the contract in one piece: its action."""
@@ -157,7 +245,7 @@ def _reference_side(o: list[str], stage: Stage, ab: int) -> list[str]:
     for i, p in enumerate(ins):
         lsb = 0
         for name, w in p.spec:
-            cut[name] = f"x{i}[{lsb + w - 1}:{lsb}]"
+            cut[name] = _signed_cut(f"x{i}", p) if p.signed else f"x{i}[{lsb + w - 1}:{lsb}]"
             rconns.append(f".\\{name}.i ({cut[name]})")
             lsb += w
     for j, p in enumerate(stage.asserted):
@@ -171,9 +259,9 @@ def _reference_side(o: list[str], stage: Stage, ab: int) -> list[str]:
             lsb += w
         _delay_line(o, f"q{j}", p.spec_width, depth, reset=True)
         guard = f"if (h{depth}) " if depth else ""
-        asserts.append(f"{guard}assert(r{j} == q{j}_{depth});")
-        asserts += [f"assert(r{j}[{lsb + w - 1}:{lsb}] <= {w}'d{most});" for lsb, w, most in _slices(p)
-                    if most is not None]
+        asserts.append(f"{guard}assert($signed(r{j}) == $signed(q{j}_{depth}));" if p.signed else
+                       f"{guard}assert(r{j} == q{j}_{depth});")
+        asserts += [f"assert({c});" for c in _bounds(f"r{j}", p)]
     o.append(f"  dwc_ref spec({', '.join(rconns)});")
     return asserts
 
@@ -212,9 +300,8 @@ def checker_verilog(g: Graph, ports: dict, stage: Stage) -> str:
         o.append(f"  reg h{k} = 1'b0;")
         o.append(f"  always @(posedge clk) h{k} <= !rst" + (f" && h{k - 1};" if k > 1 else ";"))
     asserts = _reference_side(o, stage, ab) if stage.asserted or stage.whole else []
-    for i, p in enumerate(ins):  # proved by the previous lemma
-        asserts[:0] = [f"assume(x{i}[{lsb + w - 1}:{lsb}] <= {w}'d{most});" for lsb, w, most in _slices(p)
-                       if most is not None]
+    for i, p in enumerate(ins):  # proved by an earlier lemma
+        asserts[:0] = [f"assume({c});" for c in _bounds(f"x{i}", p)] + _fits(f"x{i}", p)
     if not stage.asserted:  # the contract
         o.append("  // the handshake: valid_in, L clock edges later, cleared by reset")
         for k in range(1, L + 1):

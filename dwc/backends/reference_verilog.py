@@ -12,8 +12,12 @@ generator in ``rtl/``: no pipeline, no clock, no leaf cells, no counters, no wid
 * popcount of group ``a``: the sum of its bits, ``b3 + b17 + ...``; with ``chunk``, as named partial
   sums ``p<a>_s<level>_<i>`` (:func:`sum_levels`: runs of ``chunk`` bits, then pairs), each as wide as
   its count of bits, the cut points of the proof's adder lemmas;
-* linear layer ``k`` (quantised MLPs): 64-bit signed arithmetic, as numpy's int64 does it:
-  ``acc = sum w * x + bias``, then the rounding shift (``>>>`` floors), then the clamp;
+* linear layer ``k`` (quantised MLPs): signed arithmetic wide enough for every value (at most 64 bits,
+  as numpy's int64): ``acc = bias + sum w * x``, then the rounding shift (``>>>`` floors; a left shift
+  folded into the constants: the same integers), then the clamp, then the code ``c<k>_<j>`` at the
+  code's own width (the clamped value fits it; the next layer and the action tables extend it back).
+  Each neuron's products ``m<k>_<j>_<i>`` and partial sums ``s<k>_<j>_<n>`` are named wires, added in
+  adjacent pairs level by level (:func:`linear_sums`): the cut points of the proof's lemmas;
 * action table ``a``: a case statement from its index (the popcount, or code - lo) to the action.
 
 Ports are those of ``dwc_core`` without clock, reset and valid bits: ``obs`` in, ``action`` out,
@@ -43,10 +47,9 @@ def _bits(n: int) -> int:
 
 
 def _round_shift(v: str, lin: Linear, width: int) -> str:
-    """``round_shift(v, shift, rounding)`` of :mod:`dwc.ir.reference` on a signed expression."""
+    """``round_shift(v, shift, rounding)`` of :mod:`dwc.ir.reference` on a signed expression, for a
+    right shift (a left one is folded into the constants)."""
     s = lin.shift
-    if s <= 0:
-        return f"{v} <<< {-s}"
     half, one = _int(1 << (s - 1), width), _int(1, width)
     if lin.rounding == "half_even":  # one less added when the floor is even
         return f"({v} + {half} - {one} + (({v} >>> {s}) & {one})) >>> {s}"
@@ -68,9 +71,10 @@ def _linear_width(lin: Linear, ranges: list[tuple[int, int]]) -> int:
         lo = hi = b
         for w, (xl, xh) in zip(row, ranges):
             lo, hi = lo + min(w * xl, w * xh), hi + max(w * xl, w * xh)
-        # partial sums lie between the sum of the negative and of the positive extremes
-        neg = b + sum(min(0, w * xl, w * xh) for w, (xl, xh) in zip(row, ranges))
-        pos = b + sum(max(0, w * xl, w * xh) for w, (xl, xh) in zip(row, ranges))
+        # every partial sum (any subset of the products, with or without the bias) lies between the
+        # sum of the negative and of the positive extremes
+        neg = min(0, b) + sum(min(0, w * xl, w * xh) for w, (xl, xh) in zip(row, ranges))
+        pos = max(0, b) + sum(max(0, w * xl, w * xh) for w, (xl, xh) in zip(row, ranges))
         lo, hi = min(lo, neg, 0, b), max(hi, pos, 0, b)
         if lin.shift > 0:
             hi += 1 << (lin.shift - 1)
@@ -186,28 +190,82 @@ def _popcounts(out: list[str], g: Graph, bits: list[str], chunk: int | None) -> 
     return [f"p{a}" for a in range(len(g.groups))]
 
 
+def linear_sums(n: int) -> list[list[tuple[int, int, int]]]:
+    """The bracketing of a neuron's sum of ``n`` leaves (the bias, then the products): adjacent pairs,
+    level by level, an odd one out carried to the next level as it is. Per level, each sum as ``(a, b, s)``:
+    nodes ``a`` + ``b`` make node ``s`` (leaves are nodes ``0 .. n - 1``, sums ``n, n + 1, ...`` in the order
+    made). Every bracketing is the same integer; this one is a balanced tree's."""
+    levels, nodes, made = [], list(range(n)), n
+    while len(nodes) > 1:
+        level = [(a, b, made + i) for i, (a, b) in enumerate(zip(nodes[::2], nodes[1::2]))]
+        made += len(level)
+        levels.append(level)
+        nodes = [s for _, _, s in level] + nodes[len(nodes) - len(nodes) % 2:]
+    return levels
+
+
+def product_name(k: int, j: int, i: int) -> str:
+    """The reference's wire of weight ``i`` times input ``i`` of neuron ``j`` in linear layer ``k``."""
+    return f"m{k}_{j}_{i}"
+
+
+def sum_name(k: int, j: int, n: int) -> str:
+    """The reference's wire of the ``n``-th partial sum (0-based, :func:`linear_sums` order) of neuron ``j``."""
+    return f"s{k}_{j}_{n}"
+
+
+def code_name(k: int, j: int) -> str:
+    """The reference's wire of neuron ``j``'s output code in linear layer ``k``, at the code's width."""
+    return f"c{k}_{j}"
+
+
+def code_bits(lo: int, hi: int) -> tuple[int, bool]:
+    """(width, signed) of the narrowest two's-complement code holding ``lo .. hi``."""
+    return (max(1, hi.bit_length()), False) if lo >= 0 else (_signed_bits(lo, hi), True)
+
+
+def linear_widths(g: Graph) -> list[int]:
+    """The arithmetic width of each linear layer (:func:`_linear_width`)."""
+    ranges, out = [(0, len(grp)) for grp in g.groups], []  # the values each input of the next layer takes
+    for lin in g.linear:
+        out.append(_linear_width(lin, ranges))
+        ranges = [(lin.lo, lin.hi)] * lin.outputs
+    return out
+
+
 def _linear_layers(out: list[str], g: Graph, x: list[str]) -> tuple[list[str], int]:
-    """A quantised MLP's layers on the popcounts; the last one's output names and arithmetic width."""
-    ranges = [(0, len(grp)) for grp in g.groups]  # the values each input of the next layer takes
+    """A quantised MLP's layers on the popcounts; the last one's output codes and arithmetic width."""
     width = INT
-    for k, lin in enumerate(g.linear):
-        width = _linear_width(lin, ranges)
+    for k, (lin, width) in enumerate(zip(g.linear, linear_widths(g))):
+        up = max(0, -lin.shift)  # a left shift: the constants times 2^up (the same integers)
         out.append(f"  // linear layer {k}: y = clamp(round_shift(W x + b, {lin.shift}), {lin.lo}, {lin.hi}) in "
                    f"{width}-bit signed arithmetic, which holds every value it computes")
         xs = []
-        for i, v in enumerate(x):  # every operand signed, so the arithmetic is signed
+        for i, v in enumerate(x):  # every operand signed, so the arithmetic is signed (a code extends)
             xs.append(f"x{k}_{i}")
             out.append(f"  wire signed [{width - 1}:0] x{k}_{i} = {v};")
+        cw, signed = code_bits(lin.lo, lin.hi)
         y = []
         for j in range(lin.outputs):
-            terms = [f"{_int(w, width)} * {xs[i]}" for i, w in enumerate(lin.weights[j]) if w]
+            nodes = [_int(lin.bias[j] << up, width)]
+            for i, w in enumerate(lin.weights[j]):
+                if w:
+                    nodes.append(product_name(k, j, i))
+                    out.append(f"  wire signed [{width - 1}:0] {nodes[-1]} = {_int(w << up, width)} * {xs[i]};")
+            leaves = len(nodes)
+            for level in linear_sums(leaves):
+                for a, b, n in level:  # node n is nodes[n]: made in order
+                    out.append(f"  wire signed [{width - 1}:0] {sum_name(k, j, n - leaves)} = {nodes[a]} + {nodes[b]};")
+                    nodes.append(sum_name(k, j, n - leaves))
             acc, r = f"acc{k}_{j}", f"r{k}_{j}"
-            out.append(f"  wire signed [{width - 1}:0] {acc} = {' + '.join(terms + [_int(lin.bias[j], width)])};")
-            out.append(f"  wire signed [{width - 1}:0] {r} = {_round_shift(acc, lin, width)};")
+            out.append(f"  wire signed [{width - 1}:0] {acc} = {nodes[-1]};")
+            out.append(f"  wire signed [{width - 1}:0] {r} = "
+                       f"{_round_shift(acc, lin, width) if lin.shift > 0 else acc};")
             lo, hi = _int(lin.lo, width), _int(lin.hi, width)
             out.append(f"  wire signed [{width - 1}:0] y{k}_{j} = {r} < {lo} ? {lo} : {r} > {hi} ? {hi} : {r};")
-            y.append(f"y{k}_{j}")
-        x, ranges = y, [(lin.lo, lin.hi)] * lin.outputs
+            y.append(code_name(k, j))
+            out.append(f"  wire {'signed ' if signed else ''}[{cw - 1}:0] {y[-1]} = y{k}_{j}[{cw - 1}:0];")
+        x = y
     return x, width
 
 
