@@ -323,7 +323,7 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
         "shell": shell, "placed": used, "constraints": str(cfile), "pins": placed,
         "pins_given": str(pins) if given is not None else None, "pins_bonded_default": bool(bonded),
         "bitstream": str(work / pack[2]) if pack else None, "no_bitstream": None if pack else NO_PACKER[t.family],
-        "router": router,
+        "router": router, "nextpnr_crashed_once": (work / "nextpnr-crashed.log").exists(),
         "router1_gave_up_after_s": route_budget_s if router != "router1" else None,
         # Gowin: what decoding the bitstream needs (gowin_unpack -d, apycula's db.pinout[pinout_device][package])
         **({"pack_device": t.pack_device, "pinout_device": t.pinout_device, "package": t.package}
@@ -331,9 +331,19 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
     }
 
 
+# nextpnr-himbaechel-gatemate 0.11.1 (YoWASP) overflows its WebAssembly stack after routing the shipped
+# InvertedPendulum DWC (a deep recursion, seed 1; a wasm trap, same address with or without --write); with
+# CPEs kept out of routing (no bridges, no pass-through CP lines) the same placement input routed and
+# packed (41.0 MHz, 9,707 CPE_LT; results/fpga-families). Routing through CPEs helps the designs that do not
+# crash, so it is dropped only for a run that crashed after routing: that run is placed and routed again.
+AFTER_CRASH = {"gatemate": ["--vopt", "no-bridges", "--vopt", "no-cpe-cp"]}
+
+
 def _route(work: Path, target: str, pnr: list[str], need: dict, freq_mhz: float, log, route_budget_s: float) -> str:
     """nextpnr with ``pnr``, router1 then router2 (:func:`~dwc.core.tools.route_router1_then_router2`); the
-    router that routed. A design nextpnr finds too big for the device raises :class:`DoesNotFit`."""
+    router that routed. A design nextpnr finds too big for the device raises :class:`DoesNotFit`. A GateMate
+    run that crashed after routing is run again with :data:`AFTER_CRASH`'s options, added to ``pnr`` (so the
+    report's command has them); the crashed run's log is kept as ``nextpnr-crashed.log``."""
     from dwc.fpga import fit
     t = TARGETS[target]
 
@@ -344,7 +354,7 @@ def _route(work: Path, target: str, pnr: list[str], need: dict, freq_mhz: float,
     try:
         return route_router1_then_router2(nextpnr, log, f"[{target}]", f"nextpnr at {freq_mhz:g} MHz",
                                           NEXTPNR_PHASES, route_budget_s, work / "nextpnr.log")
-    except RuntimeError:
+    except RuntimeError as e:
         over = overused(work / "nextpnr.log")
         if over:
             kind = fit.CELL_KIND[t.family]
@@ -352,7 +362,14 @@ def _route(work: Path, target: str, pnr: list[str], need: dict, freq_mhz: float,
             raise DoesNotFit(f"{target} ({t.device}) is too small for this core: " + "; ".join(
                 f"{n} {u}/{a} ({u / a:.0%})" for n, u, a in over) + f"{said}; choose a larger target or a smaller "
                 f"circuit") from None
-        raise
+        retry = AFTER_CRASH.get(t.family, [])
+        if not retry or "crashed after routing" not in str(e) or retry[1] in pnr:
+            raise
+        os.replace(work / "nextpnr.log", work / "nextpnr-crashed.log")
+        log(f"[{target}] {str(e).split('; its log')[0]}; placing and routing again with {' '.join(retry)} "
+            f"(the crashed run's log: nextpnr-crashed.log)")
+        pnr += retry
+        return _route(work, target, pnr, need, freq_mhz, log, route_budget_s)
 
 
 def _synth_with_shell(work: Path, target: str, ports: dict, yosys_opts: str, log,

@@ -75,6 +75,9 @@ def synth_text(reports: list[dict], boards: list[dict]) -> str:
             lines.append(f"{r['target']}: pins {', '.join(f'{k}={v}' for k, v in r['pins'].items())} -> {r['constraints']}")
         if r.get("no_bitstream"):
             lines.append(f"{r['target']}: {r['no_bitstream']}")
+        if r.get("nextpnr_crashed_once"):
+            lines.append(f"{r['target']}: nextpnr crashed after routing once (its log: nextpnr-crashed.log); placed and "
+                         f"routed again with the options in the report's nextpnr command")
     for r in reports:
         if "energy" in r:
             e = r["energy"]
