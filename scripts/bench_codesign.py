@@ -48,7 +48,8 @@ def spec_text(args) -> str:
             for k in args.comparators:
                 opts = {"policy": "dwc", "lut_inputs": n, "width": w, "wiring": args.wiring}
                 if n == 4:  # native on the LUT4 fabrics: trained for the target
-                    opts = {**opts, "target": args.target.split("-")[0]}
+                    from dwc.core.targets import family_of  # machxo3-6900 is a MachXO2-family device
+                    opts = {**opts, "target": family_of(args.target) or args.target}
                     del opts["lut_inputs"]
                 if k:
                     opts["max_comparators"] = k
