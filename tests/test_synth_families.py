@@ -124,7 +124,7 @@ def test_bitstreams_without_a_decoder_are_skipped_or_refused(tmp_path):
         synth_report(tmp_path, "nexus-40k")
 
 
-# Wall 75 s at a load of ~6 on 2 cores (yosys 60 s of it): the one MachXO3 run in CI.
+# 97 s (the small core built in 22 s more) at a load of ~12 on 2 cores: the one MachXO3 run in CI.
 @pytest.mark.slow
 @pytest.mark.ci
 def test_machxo3_places_and_routes_on_pins_asked_of_nextpnr_without_a_bitstream(small_build, tmp_path, capsys):
