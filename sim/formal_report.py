@@ -31,14 +31,16 @@ METHOD_REFERENCE = ("A chain of lemmas, one per component boundary (comparator b
                     "(nothing cut).")
 CLAIM_NETLIST = ("For every input sequence, in every clock cycle from power-up: every net the netlist and "
                  "dwc_core.v share by name (the ports action and valid_out, the pipeline registers, the "
-                 "kept nets between components) has the same value in both.")
+                 "kept nets between components; a netlist net that is only another name of one of these is "
+                 "compared as that one) has the same value in both.")
 ASSUMPTIONS_NETLIST = ("Power-up state: every register at its declared initial value (a register without one "
                        "may hold anything). Both designs as read by yosys's Verilog front end; the generic "
                        "netlist's cells as yosys defines them.")
 METHOD_NETLIST = ("Register and net correspondence by name (yosys equiv_make). Power-up: a miter of every "
                   "shared net, one cycle from the declared initial values (sat). Induction step: if every "
                   "shared net is equal in a cycle, every one is equal in the next (equiv_induct -seq 1, "
-                  "MiniSat; each net proved with the shared nets it reads in that cycle taken as equal). "
+                  "MiniSat, component by component: each net first from the shared nets its logic reads, "
+                  "any left with its whole input cone). "
                   "Hence all are equal in every cycle. When a net is not proved, the outputs alone are "
                   "checked (miter, sat -tempinduct) for a counterexample.")
 

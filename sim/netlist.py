@@ -5,9 +5,16 @@ would show up as a mismatch. Generic ``synth`` (no vendor cells) keeps the netli
 any Verilog simulator; the FPGA flows of ``dwc.fpga`` map the same design to each target's cells.
 
 The nets between the core's components (comparator bits, LUT layer outputs, the popcount trees'
-partial and final sums) are kept (yosys ``keep``): the netlist has them under the same names as
-``dwc_core.v``, which lets ``dwc verify --formal`` prove the two equal net by net instead of as one
-monolithic function (:mod:`dwc.sim.formal`). The function is the same either way.
+partial and final sums, the linear layers' products and partial sums) are kept (yosys ``keep``): the
+netlist has them under the same names as ``dwc_core.v``, which lets ``dwc verify --formal`` prove the
+two equal net by net instead of as one monolithic function (:mod:`dwc.sim.formal`). The function is the
+same either way.
+
+No ABC (``synth -noabc``): yosys's own passes (coarse-grain optimisation, techmap to generic gates,
+fine-grain optimisation) make the netlist, so each component's gates read the kept nets. ABC rewrote
+logic across them (a LUT layer's gates reading the comparator registers behind the kept comparator
+bits: the netlist proof of the Ant DWC ran out of 600 s), and took 23 minutes on the 2 x 16 quantised
+MLP's constant multipliers (39 s without). The FPGA flows (:mod:`dwc.fpga`) still map with ABC.
 """
 from __future__ import annotations
 
@@ -17,9 +24,10 @@ from pathlib import Path
 from dwc.core.tools import run_tool
 
 
-# the component boundaries (names as in dwc_core.v); not the action tables' outputs, which synthesis
-# turns into ROMs whose kept output wire would be left undriven
-KEPT = "w:bits w:layer*.out w:pop*.count w:pop*.cnt* w:pop*.sum*"
+# the component boundaries (names as in dwc_core.v), and the linear layers' products and partial sums
+# (one constant multiply or adder each: a SAT solver stalls on a whole dot product); not the action
+# tables' outputs, which synthesis turns into ROMs whose kept output wire would be left undriven
+KEPT = "w:bits w:layer*.out w:pop*.count w:pop*.cnt* w:pop*.sum* w:linear*.n*_t* w:linear*.n*_s*"
 
 
 def synthesize(verilog: Path, out_dir: Path) -> dict:
@@ -30,7 +38,7 @@ def synthesize(verilog: Path, out_dir: Path) -> dict:
     # YoWASP's WebAssembly yosys sees only its working directory: work there with relative names.
     # splitnets: one wire per bit, so Verilator sees no false combinational loops (UNOPTFLAT).
     script = (f"read_verilog design.v; hierarchy -top dwc_core; setattr -set keep 1 {KEPT}; "
-              "synth -flatten -top dwc_core; splitnets; opt_clean -purge; write_verilog -noattr netlist.v")
+              "synth -flatten -noabc -top dwc_core; splitnets; opt_clean -purge; write_verilog -noattr netlist.v")
     t0 = time.perf_counter()
     source = Path(verilog).read_text()
     design, used = out_dir / "design.v", out_dir / "script.ys"
