@@ -26,8 +26,12 @@ from dwc.core.tools import run_tool
 
 # the component boundaries (names as in dwc_core.v), and the linear layers' products and partial sums
 # (one constant multiply or adder each: a SAT solver stalls on a whole dot product); not the action
-# tables' outputs, which synthesis turns into ROMs whose kept output wire would be left undriven
-KEPT = "w:bits w:layer*.out w:pop*.count w:pop*.cnt* w:pop*.sum* w:linear*.n*_t* w:linear*.n*_s*"
+# tables' outputs, which synthesis turns into ROMs whose kept output wire would be left undriven. The
+# pipeline registers by name too: where synthesis merges two of their bits (always equal, e.g. a
+# code's sign bits), the netlist still names both, and the induction reads both as the same value
+# (unnamed, dwc_core.v's would be free: the last linear layer's register at pipeline max did not prove)
+KEPT = ("w:bits w:layer*.out w:pop*.count w:pop*.cnt* w:pop*.sum* w:linear*.n*_t* w:linear*.n*_s* "
+        "w:*_r w:pop*.l*")
 
 
 def synthesize(verilog: Path, out_dir: Path) -> dict:
