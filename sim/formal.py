@@ -260,7 +260,8 @@ def _net_groups(verilog: str) -> list[str]:
     top = top[:top.index("endmodule")]
     names = re.findall(r"^\s*(?:wire|reg|input|output)\s+(?:signed\s+)?(?:\[[^\]]*\]\s*)?\\?([A-Za-z_][\w.]*)",
                        top, re.M)
-    return sorted({n.split(".")[0] for n in names} | ({"comparators"} if "module dwc_comparators(" in verilog else set()))
+    bank = {"comparators"} if "module dwc_comparators(" in verilog else set()  # a module of its own
+    return sorted({n.split(".")[0] for n in names} | bank)
 
 
 def _aliases(netlist: str) -> list[str]:

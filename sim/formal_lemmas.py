@@ -113,7 +113,8 @@ def _linear_groups(g: Graph, k: int, given: list[Point], cuts: list[str], nets: 
     reference at the layer's: compared as integers. Without those nets in the core, the layer is one lemma."""
     lin, width = g.linear[k], linear_widths(g)[k]
     d, up = given[0].delay, max(0, -lin.shift)  # a left shift is folded into the constants
-    ranges = [(0, len(grp)) for grp in g.groups] if k == 0 else [(g.linear[k - 1].lo, g.linear[k - 1].hi)] * len(lin.weights[0])
+    ranges = ([(0, len(grp)) for grp in g.groups] if k == 0 else
+              [(g.linear[k - 1].lo, g.linear[k - 1].hi)] * len(lin.weights[0]))
 
     def pt(net: str, name: str, lo: int, hi: int) -> Point:
         """Each value with its range (the next lemma's inputs take only those: both sides sized for them)."""
@@ -228,7 +229,8 @@ def _signed_cut(x: str, p: Point) -> str:
 
 def _fits(x: str, p: Point) -> list[str]:
     """Where the reference's signed net is narrower than the core's: the value fits it (proved with ``p``)."""
-    return [f"assume($signed({x}) == $signed({x}[{p.spec_width - 1}:0]));"] if p.signed and p.spec_width < p.width else []
+    narrower = p.signed and p.spec_width < p.width
+    return [f"assume($signed({x}) == $signed({x}[{p.spec_width - 1}:0]));"] if narrower else []
 
 
 def _reference_side(o: list[str], stage: Stage, ab: int) -> list[str]:

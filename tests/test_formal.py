@@ -150,7 +150,8 @@ def test_aliases_are_not_matched_twice():
             "  assign \\layer0.out[2]  = \\bits[7] ;\n  assign \\linear2_r[8]  = \\linear2_r[7] ;\nendmodule\n")
     # not a port (always matched), a $/_ net, nor a bit of the same net (merged register bits)
     assert _aliases(text) == ["layer0.out[2]", "pop0.sum3[0]"]
-    core = "module dwc_comparators(bits);\nendmodule\nmodule dwc_core(obs);\n  wire [3:0] \\pop0.count ;\n  reg cmp_r;\nendmodule\n"
+    core = ("module dwc_comparators(bits);\nendmodule\nmodule dwc_core(obs);\n  wire [3:0] \\pop0.count ;\n"
+            "  reg cmp_r;\nendmodule\n")
     assert _net_groups(core) == ["cmp_r", "comparators", "pop0"]
 
 
