@@ -30,7 +30,7 @@ def build_link(build: Path, graph, ports: dict, ports_only: bool, work: Path):
         return link_bench(build, graph, ports, SIM_DIVISOR, work, log=lambda *_: None)
     src = work / "dwc_link.v"
     src.write_text(link_verilog(graph, ports, SIM_DIVISOR))
-    return Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False, unoptimised=True)
+    return Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False, quick_build=True)
 
 
 def run(build: Path, graph, ports: dict, env_id: str, seeds: list, steps: int, ref: list, ports_only: bool,

@@ -11,6 +11,13 @@ import numpy as np
 
 SIMULATORS = ("verilator", "icarus")
 
+# A check's Verilator C++ is compiled at -O0: the build dominates a check's wall time, and -O0 builds
+# it 2-5x faster while the closed loop, paced by Python (cocotb, MuJoCo), slows by about a tenth
+# (scripts/bench_hdl.py --compare-opt measures both side by side: a published-size DWC builds in
+# 121 s instead of 576 s and runs 302 instead of 342 steps/s; break-even after about a million
+# closed-loop steps). None: Verilator's own optimisation flags.
+VERILATOR_CXX_OPT: str | None = "-O0"
+
 
 class SimulatorMissing(RuntimeError):
     pass
@@ -138,13 +145,15 @@ class Bench:
 
     def __init__(self, sources: list[Path], ports: dict, build_dir: Path, sim: str = "verilator",
                  waves: bool = False, warnings_fatal: bool = True, toplevel: str = "dwc_core",
-                 unoptimised: bool = False, top: str = "core", ports_only: bool = False):
+                 top: str = "core", ports_only: bool = False, quick_build: bool = True):
         """``top``: ``core`` (``dwc_core``'s ports) or ``harness`` (a serial shell inside
         :func:`dwc.sim.bitstream.shell_harness`: :meth:`vectors` and :meth:`closed_loop` then feed one
         observation at a time and check the latency from ``load`` to ``done``). ``ports_only``
         (Verilator): only the top's
         ports are visible to the bench (cocotb makes every signal public otherwise, which keeps
-        Verilator from optimising any: a flattened netlist of a bitstream then builds for many minutes)."""
+        Verilator from optimising any: a flattened netlist of a bitstream then builds for many minutes).
+        ``quick_build``: compile the C++ at ``VERILATOR_CXX_OPT``; False (Verilator's optimisation) for
+        simulations whose clock cycles outweigh the build, such as the board's bit-timed UART link."""
         from cocotb_tools.runner import get_runner
         check_simulator(sim)
         self.ports, self.sim, self.waves, self.toplevel, self.top = ports, sim, waves, toplevel, top
@@ -158,10 +167,9 @@ class Bench:
             args.append("--no-public-flat-rw")  # after cocotb's --public-flat-rw: the later one wins
         log = self.build_dir / "build.log"
         makeflags = os.environ.get("MAKEFLAGS", "")
-        if unoptimised and sim == "verilator":
-            # For a gate netlist: cocotb makes every one of its wires public, and compiling that C++
-            # with optimisation takes minutes; unoptimised it builds ~5x faster and runs fast enough.
-            os.environ["MAKEFLAGS"] = f"{makeflags} OPT_FAST=-O0 OPT_SLOW=-O0".strip()
+        if quick_build and VERILATOR_CXX_OPT and sim == "verilator":
+            opt = VERILATOR_CXX_OPT
+            os.environ["MAKEFLAGS"] = f"{makeflags} OPT_FAST={opt} OPT_SLOW={opt} OPT_GLOBAL={opt}".strip()
         try:
             self.runner.build(sources=[str(s) for s in sources], hdl_toplevel=toplevel, build_dir=str(self.build_dir),
                               build_args=args, timescale=("1ns", "1ps"), waves=waves, always=False, log_file=log)

@@ -156,17 +156,16 @@ def _designs(build: Path, verilog: Path, ports: dict, netlist: bool, bitstreams:
     from dwc.sim.bitstream import BitstreamError, NotReproduced, prepare
     # Each design: its sources; lint_clean: the emitted Verilog lints clean under Verilator's default
     # warnings (every policy type), so its warnings stay fatal; a yosys netlist is not written to be.
-    # A gate netlist builds ~5x faster at -O0 (unoptimised). top: core, or the serial shell of a bitstream.
+    # top: core, or the serial shell of a bitstream.
     L = ports["latency_cycles"]
-    designs = [{"name": "rtl", "sources": [verilog], "lint_clean": True, "unoptimised": False, "top": "core",
+    designs = [{"name": "rtl", "sources": [verilog], "lint_clean": True, "top": "core",
                 "toplevel": "dwc_core", "latency": L, "ports_only": False}]
     synth = None
     if netlist:
         from dwc.sim.netlist import synthesize
         log("synthesising the netlist with yosys ...")
         synth = synthesize(verilog, build / "verify" / "netlist")
-        designs.append({**designs[0], "name": "netlist", "sources": [Path(synth["netlist"])], "lint_clean": False,
-                        "unoptimised": True})
+        designs.append({**designs[0], "name": "netlist", "sources": [Path(synth["netlist"])], "lint_clean": False})
     decoded = {}
     for target in bitstreams or []:
         log(f"[{target}] the bitstream's netlist ...")
@@ -180,7 +179,7 @@ def _designs(build: Path, verilog: Path, ports: dict, netlist: bool, bitstreams:
         decoded[target] = b
         # through the serial shell, done is a register: one cycle after the core's valid_out
         designs.append({"name": f"bitstream-{target}", "sources": [Path(s) for s in b["sources"]], "lint_clean": False,
-                        "unoptimised": True, "top": "harness" if b["top"] == "shell" else "core",
+                        "top": "harness" if b["top"] == "shell" else "core",
                         "toplevel": b["toplevel"], "latency": L + (b["top"] == "shell"),
                         "ports_only": True})
     return designs, synth, decoded
@@ -260,7 +259,7 @@ def _check_design(design: dict, checks: _Checks, describe: bool, log) -> tuple[d
 def _bench(design: dict, ports: dict, build_dir: Path, sim: str, waves: bool = False):
     from dwc.sim.runner import Bench
     return Bench(design["sources"], ports, build_dir, sim, waves=waves, warnings_fatal=design["lint_clean"],
-                 unoptimised=design["unoptimised"], toplevel=design["toplevel"], top=design["top"],
+                 toplevel=design["toplevel"], top=design["top"],
                  ports_only=design["ports_only"])
 
 

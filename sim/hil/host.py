@@ -48,7 +48,8 @@ def link_bench(build: Path, graph, ports: dict, divisor: int, work: Path, log=pr
     log("building the board top's logic (core + UART link) in Verilator ...")
     # Amaranth's FSM encoding draws Verilator style warnings (incomplete case) in the link's logic;
     # the core inside is the lint-clean one.
-    return Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False, ports_only=True)
+    return Bench([src], ports, work / "sim-verilator", toplevel="dwc_link", warnings_fatal=False, ports_only=True,
+                 quick_build=False)
 
 
 def hold_sim(work: Path, what: str):
