@@ -334,7 +334,7 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
 # nextpnr-himbaechel-gatemate 0.11.1 (YoWASP) overflows its WebAssembly stack after routing the shipped
 # InvertedPendulum DWC (a deep recursion, seed 1; a wasm trap, same address with or without --write); with
 # CPEs kept out of routing (no bridges, no pass-through CP lines) the same placement input routed and
-# packed (41.0 MHz, 9,707 CPE_LT; results/gatemate-crash). Routing through CPEs helps the designs that do not
+# packed (41.0 MHz, 5,583 CPE_LT; results/gatemate-crash). Routing through CPEs helps the designs that do not
 # crash, so it is dropped only for a run that crashed after routing: that run is placed and routed again.
 AFTER_CRASH = {"gatemate": ["--vopt", "no-bridges", "--vopt", "no-cpe-cp"]}
 
