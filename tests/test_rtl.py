@@ -60,8 +60,10 @@ def test_trained_policy_core_matches_reference():
     assert np.array_equal(actions, ref.actions_int(g, q)) and set(latency) == {core.latency}
 
 
-@pytest.mark.parametrize("pipeline,target,comparators", [(0, None, "shared"), ("max", None, "full"),
-                                                         ("max", "ecp5", "shared")])
+@pytest.mark.parametrize("pipeline,target,comparators", [
+    # slow only (~130 s): pipeline 0 in Verilator stays in CI through test_verify.py's one-cycle core (vectors and
+    # closed loop), the input register through its pipeline-1 build, the shared bank's threshold edges here below
+    pytest.param(0, None, "shared", marks=pytest.mark.slow), ("max", None, "full"), ("max", "ecp5", "shared")])
 def test_verilog_in_verilator_matches_reference(tmp_path, pipeline, target, comparators):
     """The emitted Verilog, built by Verilator and driven by cocotb: zero mismatches, declared latency;
     for a LUT4 target with full-adder popcounts too; both comparator lowerings."""
