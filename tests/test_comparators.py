@@ -99,7 +99,10 @@ def test_random_and_extreme_codes_of_16_bit_formats(lowering):
     assert np.array_equal(bank_bits(g, lowering, q), ref.comparator_bits(g, q))
 
 
-@pytest.mark.parametrize("policy", ["hopper-v5-dwc", "inverted-pendulum-v5-dwc"])
+@pytest.mark.parametrize("policy", [
+    # slow only (~80 s in Amaranth's simulator): CI keeps the pendulum's bank here, and the shared lowering's
+    # every code of small formats, random and extreme 16-bit codes above and the Verilator tests below
+    pytest.param("hopper-v5-dwc", marks=pytest.mark.slow), "inverted-pendulum-v5-dwc"])
 def test_shipped_policies_thresholds(policy):
     """The shipped DWCs' banks (326 and 119 comparators), shared lowering."""
     from dwc.flows.compile import freeze_run
@@ -126,6 +129,8 @@ def test_emitted_verilog_in_verilator(tmp_path, lowering):
     assert np.array_equal(r["actions"], ref.comparator_bits(g, q))
 
 
+@pytest.mark.slow  # CI: test_verify.py::test_circuit_equals_reference_in_closed_loop[verilator] runs the same compile
+# (the shipped policy, pipeline 1, the default shared lowering, asserted there) and verify (2 episodes, 500 vectors)
 def test_verify_passes_with_the_shared_lowering(tmp_path, capsys):
     """dwc compile (shared comparators, the default) then dwc verify: vectors and closed-loop episodes."""
     from dwc.cli import main

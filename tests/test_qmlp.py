@@ -73,7 +73,7 @@ def test_weights_are_integers_in_range():
 
 def test_train_qmlp_cli(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["train", "--env", "InvertedPendulum-v5", "--policy", "qmlp", "--hidden", "32", "--thermo-bits",
+    assert main(["train", "--env", "InvertedPendulum-v5", "--policy", "qmlp", "--hidden", "8", "--thermo-bits",
                  "15", "--steps", "400", "--learning-starts", "200", "--eval-episodes", "1", "--out", str(out),
                  "--no-progress"]) == 0
     assert main(["eval", str(out), "--eval-episodes", "2", "--frozen", "--no-progress"]) == 0
