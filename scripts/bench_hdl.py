@@ -63,7 +63,8 @@ def compare_opt(build: Path, env_id: str, args) -> dict:
         finally:
             runner.VERILATOR_CXX_OPT = default
     own, ours = res["verilator_own"], res["dwc_default"]
-    print(f"\n{'':<28}{'Verilator own opt':>18}{'-O0 (' + str(default) + ')':>18}{'ratio':>10}")
+    ours_label = f"dwc's {default}"
+    print(f"\n{'':<28}{'Verilator own opt':>18}{ours_label:>18}{'ratio':>10}")
     for key, label in (("verilator_build_seconds", "build s"), ("verilator_steps_per_s", "closed loop steps/s"),
                        ("verify_seconds", "whole check s")):
         print(f"{label:<28}{own[key]:>18.1f}{ours[key]:>18.1f}{ours[key] / own[key]:>10.2f}")

@@ -11,11 +11,10 @@ import numpy as np
 
 SIMULATORS = ("verilator", "icarus")
 
-# A check's Verilator C++ is compiled at -O0: the build dominates a check's wall time, and -O0 builds
-# it 2-5x faster while the closed loop, paced by Python (cocotb, MuJoCo), slows by about a tenth
-# (scripts/bench_hdl.py --compare-opt measures both side by side: a published-size DWC builds in
-# 121 s instead of 576 s and runs 302 instead of 342 steps/s; break-even after about a million
-# closed-loop steps). None: Verilator's own optimisation flags.
+# A check's Verilator C++ is compiled at -O0: the build dominates a check's wall time. Measured side by
+# side (scripts/bench_hdl.py --compare-opt, results/verilator-opt): a published-size DWC builds in 191 s
+# instead of 769 s, its closed loop runs at 0.45x the rate (149 against 329 steps/s), so -O0 wins up
+# to ~157k closed-loop steps; a default check runs 3,000. None: Verilator's own optimisation flags.
 VERILATOR_CXX_OPT: str | None = "-O0"
 
 
