@@ -141,7 +141,7 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
         def script(router2: bool, progress):
             run_tool("sh", [f"{plan('--router router2' if router2 else '').script}.sh"], out / "build.log",
                      progress=progress, cwd=out)
-        router = route_router1_then_router2(
+        router, gave_up = route_router1_then_router2(
             script, log, f"[{board}]", f"board top (core + UART link at {baud} baud): amaranth build",
             (*YOSYS_PHASES, *NEXTPNR_PHASES), route_budget_s, out / "build.log")
     finally:
@@ -167,7 +167,7 @@ def build_board(build: Path, board: str, pipeline: int | None = None, baud: int 
               "requested_mhz": clock_mhz, "timing_met": fmax is not None and fmax >= clock_mhz,
               "constraints": str(cons) if cons else None, "pins": pins,
               "bitstream": str(bit) if bit else None, "seconds": round(time.perf_counter() - t0, 1),
-              "router": router, "router1_gave_up_after_s": route_budget_s if router != "router1" else None,
+              "router": router, "router1_gave_up_after_s": route_budget_s if gave_up else None,
               "protocol": "dwc.rtl.link: 0xA5 | obs | checksum  ->  0x5A | action | latency | checksum"}
     write_json(out / "report.json", report)
     return report

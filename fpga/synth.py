@@ -280,8 +280,8 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
     tag = f"[{target}]"
     core_need, shell, need = _synth_with_shell(work, target, ports, yosys_opts, log, commands)
     pnr, pack, bonded = nextpnr_arguments(work, target, freq_mhz, seed, pins, given)
-    router = _route(work, target, pnr, need, freq_mhz, log, route_budget_s)
-    if router != "router1":
+    router, gave_up = _route(work, target, pnr, need, freq_mhz, log, route_budget_s)
+    if gave_up:
         pnr += ["--router", router]
     commands.append(f"{pnr_tool(t)} {' '.join(pnr)}")
     if pack:
@@ -324,7 +324,7 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
         "pins_given": str(pins) if given is not None else None, "pins_bonded_default": bool(bonded),
         "bitstream": str(work / pack[2]) if pack else None, "no_bitstream": None if pack else NO_PACKER[t.family],
         "router": router, "nextpnr_crashed_once": (work / "nextpnr-crashed.log").exists(),
-        "router1_gave_up_after_s": route_budget_s if router != "router1" else None,
+        "router1_gave_up_after_s": route_budget_s if gave_up else None,
         # Gowin: what decoding the bitstream needs (gowin_unpack -d, apycula's db.pinout[pinout_device][package])
         **({"pack_device": t.pack_device, "pinout_device": t.pinout_device, "package": t.package}
            if t.family == "gowin" else {}),
@@ -339,11 +339,13 @@ def _place_and_route(work: Path, target: str, ports: dict, yosys_opts: str, freq
 AFTER_CRASH = {"gatemate": ["--vopt", "no-bridges", "--vopt", "no-cpe-cp"]}
 
 
-def _route(work: Path, target: str, pnr: list[str], need: dict, freq_mhz: float, log, route_budget_s: float) -> str:
+def _route(work: Path, target: str, pnr: list[str], need: dict, freq_mhz: float, log,
+           route_budget_s: float) -> tuple[str, bool]:
     """nextpnr with ``pnr``, router1 then router2 (:func:`~dwc.core.tools.route_router1_then_router2`); the
-    router that routed. A design nextpnr finds too big for the device raises :class:`DoesNotFit`. A GateMate
-    run that crashed after routing is run again with :data:`AFTER_CRASH`'s options, added to ``pnr`` (so the
-    report's command has them); the crashed run's log is kept as ``nextpnr-crashed.log``."""
+    router that routed and whether router1 gave up. A design nextpnr finds too big for the device raises
+    :class:`DoesNotFit`. A GateMate run that crashed after routing is run again with :data:`AFTER_CRASH`'s
+    options, added to ``pnr`` (so the report's command has them); the crashed run's log is kept as
+    ``nextpnr-crashed.log``."""
     from dwc.fpga import fit
     t = TARGETS[target]
 

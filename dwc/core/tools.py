@@ -104,15 +104,16 @@ def route_budget(show, budget_s: float):
 
 
 def route_router1_then_router2(attempt, log, tag: str, what: str, phases: tuple, budget_s: float,
-                               tool_log: Path) -> str:
+                               tool_log: Path) -> tuple[str, bool]:
     """Run ``attempt(router2, progress)`` (nextpnr, or a script that runs it, writing ``tool_log``) with
     router1 under :func:`route_budget`; once router1 has spent ``budget_s`` seconds routing, keep its log
     beside ``tool_log`` (``-router1`` added to its name) and run it again with router2. Each attempt is a
-    :class:`Stage` named ``what``. Returns the router that routed."""
+    :class:`Stage` named ``what``. Returns the router that routed (:func:`router_that_ran`) and whether
+    router1 gave up."""
     try:
         with Stage(log, tag, what, phases) as st:
             attempt(False, route_budget(st.line, budget_s))
-        return "router1"
+        return router_that_ran(tool_log), False
     except RouteBudgetSpent:
         tried = tool_log.with_name(f"{tool_log.stem}-router1{tool_log.suffix}")
         os.replace(tool_log, tried)
@@ -120,7 +121,13 @@ def route_router1_then_router2(attempt, log, tag: str, what: str, phases: tuple,
         f"placing and routing again with router2 (router1's log: {tried.name})")
     with Stage(log, tag, f"{what} with router2", phases) as st:
         attempt(True, st.line)
-    return "router2"
+    return "router2", True
+
+
+def router_that_ran(tool_log: Path) -> str:
+    """The router nextpnr's log says routed: router1 unless it ran router2, as nextpnr-nexus and the
+    GateMate one do by default (they then run router1 only to check the routes)."""
+    return "router2" if "Running router2" in tool_log.read_text(errors="replace") else "router1"
 
 
 def router_text(name: str, report: dict) -> str | None:
