@@ -167,20 +167,28 @@ def _core_nets(il: str) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------------------------- proofs
 
-def _stage_script(check: str, stage: Stage) -> list[str]:
+def _expose(work: Path, name: str, objects: list[str], cut: bool) -> list[str]:
+    """yosys lines that expose ``objects`` (``module/wire``), listed in ``work/name``: ``select -read``
+    takes the names as they are, where the same names as arguments are each matched as a pattern
+    against every wire (22 s against 2 s for the 1,388 cut nets of a 2 x 64 quantised MLP's lemma)."""
+    write_text(work / name, "".join(f"{o}\n" for o in objects))
+    return [f"select -read {name}", "expose -cut" if cut else "expose", "select -clear"]
+
+
+def _stage_script(work: Path, k: str, check: str, stage: Stage) -> list[str]:
     lines = ["design -reset", "read_rtlil core.il"]
     if stage.inputs:
-        lines.append("expose -cut " + " ".join(f"dwc_core/{p.net}" for p in stage.inputs))
+        lines += _expose(work, f"cut{k}.txt", [f"dwc_core/{p.net}" for p in stage.inputs], cut=True)
     if stage.asserted:
-        lines.append("expose " + " ".join(f"dwc_core/{p.net}" for p in stage.asserted))
+        lines += _expose(work, f"shown{k}.txt", [f"dwc_core/{p.net}" for p in stage.asserted], cut=False)
     if stage.asserted or stage.whole:
         lines += ["read_verilog reference.v", "proc"]
         cut = sorted({n for p in stage.inputs for n, _ in p.spec})
         if cut:
-            lines.append("expose -cut " + " ".join(f"dwc_ref/{n}" for n in cut))
+            lines += _expose(work, f"ref_cut{k}.txt", [f"dwc_ref/{n}" for n in cut], cut=True)
         shown = sorted({n for p in stage.asserted for n, _ in p.spec} - set(cut))
         if shown:
-            lines.append("expose " + " ".join(f"dwc_ref/{n}" for n in shown))
+            lines += _expose(work, f"ref_shown{k}.txt", [f"dwc_ref/{n}" for n in shown], cut=False)
     lines += [f"read_verilog -formal {check}", "hierarchy -check -top dwc_formal", *_PREP]
     return lines
 
@@ -228,9 +236,9 @@ def _run_stages(plan: list[Stage], g: Graph, ports: dict, work: Path, name: str,
     """All lemmas of ``plan`` in one yosys run: (overall status, per-lemma results)."""
     script, most = [], ports["latency_cycles"] + 2
     for k, st in enumerate(plan):
-        check = f"check{'_whole' if st.whole else k}.v"
-        write_text(work / check, checker_verilog(g, ports, st))
-        script += [f"log DWC-STAGE {k}", *_stage_script(check, st),
+        tag = "_whole" if st.whole else str(k)
+        write_text(work / f"check{tag}.v", checker_verilog(g, ports, st))
+        script += [f"log DWC-STAGE {k}", *_stage_script(work, tag, f"check{tag}.v", st),
                    _sat("dwc_formal", most, CORE_OUTPUTS if st.whole else (), max(1, st.depth))]
     progress = SolverProgress(log, "[reference]", {str(k): (st.name, max(1, st.depth)) for k, st in enumerate(plan)},
                               most)

@@ -212,7 +212,9 @@ def _bounds(v: str, p: Point) -> list[str]:
     for lsb, w, most in _slices(p):
         part = f"{v}[{lsb + w - 1}:{lsb}]"
         if isinstance(most, tuple):
-            lo, hi = (f"-64'sd{-b}" if b < 0 else f"64'sd{b}" for b in most)
+            # constants just wide enough: a comparison is as wide as its widest operand (64-bit ones made
+            # the bounds of a 2 x 64 quantised MLP's partial sums 5,000 64-bit comparators, 2M clauses)
+            lo, hi = (f"-{b.bit_length() + 2}'sd{-b}" if b < 0 else f"{b.bit_length() + 2}'sd{b}" for b in most)
             out.append(f"$signed({part}) >= {lo} && $signed({part}) <= {hi}")
         elif most is not None:
             out.append(f"{part} <= {w}'d{most}")
