@@ -118,7 +118,9 @@ def _yosys(script: str, cwd: Path, name: str, timeout: float, progress=None) -> 
     timed_out = False
     (cwd / f"{name}.log").unlink(missing_ok=True)
     with open(cwd / f"{name}.stdout", "w") as out:
-        proc = subprocess.Popen([tool, "-q", "-t", "-l", f"{name}.log", "-s", f"{name}.ys"], cwd=cwd,
+        # -L: the log line-buffered (-l's buffer held a step's last lines back, progress and a timed-out step's
+        # log lost them: a netlist proof stopped at the timeout seemed stuck before its solver had started)
+        proc = subprocess.Popen([tool, "-q", "-t", "-L", f"{name}.log", "-s", f"{name}.ys"], cwd=cwd,
                                 stdout=out, stderr=subprocess.STDOUT)
         reader = threading.Thread(target=_follow, args=(cwd / f"{name}.log", proc, progress), daemon=True)
         if progress is not None:
@@ -140,8 +142,8 @@ def _yosys(script: str, cwd: Path, name: str, timeout: float, progress=None) -> 
 
 
 def _follow(path: Path, proc: subprocess.Popen, progress) -> None:
-    """Feed ``progress`` the lines of yosys's log file as they are written (yosys flushes it line by
-    line; its piped stdout would come in blocks) until the process has ended and the file is read."""
+    """Feed ``progress`` the lines of yosys's log file as they are written (opened line-buffered: -L;
+    its piped stdout would come in blocks) until the process has ended and the file is read."""
     while not path.exists() and proc.poll() is None:
         time.sleep(0.2)
     if not path.exists():
@@ -286,6 +288,22 @@ def _aliases(netlist: str) -> list[str]:
                    and a.split("[")[0] != b.split("[")[0]})
 
 
+def _names(netlist: str) -> list[str]:
+    """Every net name the netlist declares (one wire per bit, as synthesis split them), less synthesis's own
+    (``_0123_``)."""
+    names = re.findall(r"^\s*(?:wire|reg|input|output)\s+(?:\[[^\]]*\]\s*)?(\\\S+|[A-Za-z]\w*)", netlist, re.M)
+    return sorted({n.lstrip("\\") for n in names} - {""})
+
+
+# dwc_core.v's names the netlist lacks (or has only as an alias) made private: equiv_make routes a gold
+# cell's input through a matched net's $equiv only where that name is the one yosys keeps for the net
+# (opt_clean: a public name over a private one; among public names the driving cell's output, e.g. the
+# Verilog writer's \$123). Else the gold LUTs of layer0 read the comparators' gates behind the cut `bits`
+# (while the netlist's read the cut): different free values, and a 2 x 1024 LUT6 core's layer0 induction
+# ran out of 600 s; the names only choose where the proof cuts, never what it proves
+_HIDE = ["select -read matched.txt", "select -set matched %", "select -clear", "rename -hide gold/w:* @matched %d"]
+
+
 def _induction(groups: list[str]) -> list[str]:
     """The induction step (all shared nets equal in a cycle -> all equal in the next), component by
     component (``equiv_induct`` on a selection uses only the selected cells: each is a small problem).
@@ -299,7 +317,10 @@ def _induction(groups: list[str]) -> list[str]:
     for cone, step in ((" %ci*:-$equiv", None), (" %ci*", "induction-rest")):
         out += [f"log DWC-STAGE {step}"] if step else []
         for g in groups:
-            out += [f"select -set eq w:{g} w:{g}.* %u %ci1 t:$equiv %i", f"equiv_induct -seq 1 @eq %ci1{cone}"]
+            # its nets by name: a whole net, a member (layer0.out[3]) or one bit of a net (bits[3], cmp_r[3]:
+            # "w:bits" alone left a pipeline-0 core's comparator bits to the last step's whole cones)
+            out += [f"select -set eq w:{g} w:{g}.* w:{g}\\[* %u %u %ci1 t:$equiv %i",
+                    f"equiv_induct -seq 1 @eq %ci1{cone}"]
         out.append("opt_clean")
     return out
 
@@ -319,10 +340,14 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
     write_text(work / "netlist.v", Path(synth["netlist"]).read_text())
     t1 = time.perf_counter()  # the limit is the proof's: synthesis (which always ends) is not counted
     L = ports["latency_cycles"]
+    netlist = Path(synth["netlist"]).read_text()
+    aliases = _aliases(netlist)
+    write_text(work / "aliases.txt", "".join(f"{n}\n" for n in aliases))
+    write_text(work / "matched.txt", "".join(f"gold/{n}\n" for n in sorted(set(_names(netlist)) - set(aliases))))
     read = ["read_verilog netlist.v", "rename dwc_core gate", "read_verilog dwc_core.v", "rename dwc_core gold",
             "hierarchy -check", "proc", "flatten gold", "opt_clean",
             # one wire per bit in gold too, as the netlist has them, so the names match
-            "splitnets gold", "memory", "opt_clean", "async2sync", "dffunmap", "design -save pair"]
+            "splitnets gold", *_HIDE, "memory", "opt_clean", "async2sync", "dffunmap", "design -save pair"]
     script = ["log DWC-STAGE power-up", *read,
               # power-up: every net the two share by name (registers, kept nets, ports) is equal
               "expose -shared gold gate", "miter -equiv -flatten -make_assert gold gate miter",
@@ -330,7 +355,6 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
               "log DWC-STAGE induction", "design -load pair",
               "equiv_make -blacklist aliases.txt gold gate equiv", "hierarchy -top equiv", "opt_clean",
               *_induction(_net_groups((build / "dwc_core.v").read_text())), "equiv_status"]
-    write_text(work / "aliases.txt", "".join(f"{n}\n" for n in _aliases(Path(synth["netlist"]).read_text())))
     log("[netlist] proving the netlist equal to dwc_core.v ...")
     steps = {"power-up": ("power-up: every shared net equal in cycle 1", None),
              "induction": ("induction: all shared nets equal in one cycle -> in the next, component by "

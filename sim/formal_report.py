@@ -36,8 +36,9 @@ CLAIM_NETLIST = ("For every input sequence, in every clock cycle from power-up: 
 ASSUMPTIONS_NETLIST = ("Power-up state: every register at its declared initial value (a register without one "
                        "may hold anything). Both designs as read by yosys's Verilog front end; the generic "
                        "netlist's cells as yosys defines them.")
-METHOD_NETLIST = ("Register and net correspondence by name (yosys equiv_make). Power-up: a miter of every "
-                  "shared net, one cycle from the declared initial values (sat). Induction step: if every "
+METHOD_NETLIST = ("Register and net correspondence by name (yosys equiv_make; dwc_core.v's names the "
+                  "netlist lacks made private, so its cells read the matched nets). Power-up: a miter of "
+                  "every shared net, one cycle from the declared initial values (sat). Induction step: if every "
                   "shared net is equal in a cycle, every one is equal in the next (equiv_induct -seq 1, "
                   "MiniSat, component by component: each net first from the shared nets its logic reads, "
                   "any left with its whole input cone). "

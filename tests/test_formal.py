@@ -101,6 +101,21 @@ def test_both_proofs_pass(lut_build, capsys):
     assert (lut_build / "formal" / "reference" / "reference.v").exists()
 
 
+def test_a_pipeline_0_netlist_is_cut_at_every_named_net(tmp_path):
+    """At pipeline 0 the LUTs read the comparator bits with no register between: dwc_core.v's other names
+    of those nets (the comparator bank's port, each LUT's input) are made private, so equiv_make routes the
+    gold LUTs through the cut too, and each bit of a net (bits[3]) is proved in its own component's step.
+    Nothing is left for the last step's whole input cones (where a 2 x 1024 LUT6 core ran out of time)."""
+    code, r = _formal(_build(tmp_path / "p0", _lut_graph(), pipeline=0), "--formal-proof", "netlist")
+    n = r["proofs"]["netlist"]
+    assert code == 0 and n["status"] == "proved" and n["nets_unproved"] == 0, n
+    log = (tmp_path / "p0" / "formal" / "netlist" / "netlist.log").read_text()
+    steps = log.split("DWC-STAGE induction-rest")
+    assert len(steps) == 2 and "unproven $equiv cells in module" not in steps[1], steps[1][:2000]
+    assert re.search(r"Found \d+ unproven \$equiv cells", steps[0])  # the components' steps proved them
+    assert "Changing input B of cell $flatten\\layer0" in steps[0]  # the gold LUTs read the cut (equiv_make)
+
+
 @pytest.mark.slow
 @pytest.mark.ci
 def test_quantised_mlp_and_pipeline_0(tmp_path):
