@@ -11,7 +11,8 @@ Two proofs, each a set of real solver runs under one time limit:
 
    Proved as a chain of lemmas, one per component boundary in data-flow order (comparator bits, each
    LUT layer's outputs, the popcount trees' first-level counters and each registered adder level,
-   the popcounts, the action tables' outputs), each a ``sat -tempinduct`` from power-up on a checker
+   the popcounts, the action tables' outputs), each a ``sat -tempinduct`` from power-up (or, with no
+   register between the cut and the lemma's nets, ``sat`` in one frame over every state: stronger) on a checker
    module (:func:`dwc.sim.formal_lemmas.checker_verilog`): the core and the reference are both cut at
    the previous boundary (the observation, for the first) and both driven by the same free values
    there; the lemma is that whenever the last ``k`` clock edges happened with reset low (``k`` = the
@@ -101,6 +102,13 @@ def _sat(top: str, max_steps: int, show: tuple[str, ...] = (), length: int = 1) 
     return (f"sat -tempinduct -prove-asserts -set-assumes -maxsteps {max_steps} -show-inputs "
             + (f"-initsteps {length - 1} " if length > 1 else "")
             + "".join(f"-show {s} " for s in show) + top)
+
+
+def _sat_frame(top: str) -> str:
+    """A lemma with no register between its cut inputs and its assertions: the assertions in one frame, over
+    every input and every state (not only those reachable from power-up), so a stronger claim than the
+    induction's; its problem is the induction's base case, without the step's second frame."""
+    return f"sat -prove-asserts -set-assumes {top}"
 
 
 def _yosys(script: str, cwd: Path, name: str, timeout: float, progress=None) -> tuple[str, bool, float]:
@@ -241,6 +249,7 @@ def _run_stages(plan: list[Stage], g: Graph, ports: dict, work: Path, name: str,
         tag = "_whole" if st.whole else str(k)
         write_text(work / f"check{tag}.v", checker_verilog(g, ports, st))
         script += [f"log DWC-STAGE {k}", *_stage_script(work, tag, f"check{tag}.v", st),
+                   _sat_frame("dwc_formal") if _one_frame(st) else
                    _sat("dwc_formal", most, CORE_OUTPUTS if st.whole else (), max(1, st.depth))]
     progress = SolverProgress(log, "[reference]", {str(k): (st.name, max(1, st.depth)) for k, st in enumerate(plan)},
                               most)
@@ -254,13 +263,19 @@ def _run_stages(plan: list[Stage], g: Graph, ports: dict, work: Path, name: str,
             r["status"] = "timeout" if timed_out else "unproved"
             if timed_out and started is not None:  # its log's last line is not when it was stopped
                 r["seconds"] = round(max(r["seconds"], took - started), 1)
-        out.append({"lemma": st.name, "nets": [p.net for p in st.asserted], "depth": st.depth, **r})
+        out.append({"lemma": st.name, "nets": [p.net for p in st.asserted], "depth": st.depth,
+                    "method": "one frame" if _one_frame(st) else "induction", **r})
     statuses = [r["status"] for r in out]
     status = ("proved" if all(s == "proved" for s in statuses) else
               next(s for s in ("counterexample", "unproved", "timeout", "not run") if s in statuses))
     if status == "not run" and timed_out:
         status = "timeout"
     return status, out
+
+
+def _one_frame(st: Stage) -> bool:
+    """A lemma whose nets are combinational in its cut inputs (no clock edge between): proved in one frame."""
+    return not st.whole and st.depth == 0 and bool(st.asserted)
 
 
 def _net_groups(verilog: str) -> list[str]:

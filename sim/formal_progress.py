@@ -14,8 +14,10 @@ import re
 from dwc.core.tools import Stage
 
 _MARK = re.compile(r"DWC-STAGE (\S+)")
+_STAMP = re.compile(r"^\[\d+\.\d+\] ?")
 _LENGTH = re.compile(r"\*\* Trying induction with length (\d+) \*\*")
 _SOLVE = re.compile(r"\[(base case|induction step) (\d+)\] Solving problem with (\d+) variables")
+_FRAME = re.compile(r"^Solving problem with (\d+) variables")  # one frame (formal._sat_frame)
 _EQUIV = re.compile(r"(Proving existence of base case|Proving induction step) (?:for step )?(\d+)\. "
                     r"\(\d+ clauses over (\d+) variables\)")
 _PASS = re.compile(r"\d+\. Executing (\S+) pass")
@@ -40,6 +42,8 @@ class _Step(Stage):
             phase = self._induction()
         elif m := _SOLVE.search(text):
             phase = f"{self._induction()}, {m.group(1)} {m.group(2)}: {int(m.group(3)):,} variables"
+        elif m := _FRAME.search(_STAMP.sub("", text)):
+            phase = f"one frame: {int(m.group(1)):,} variables"
         elif m := _EQUIV.search(text):
             phase = f"{m.group(1).lower()} {m.group(2)}: {int(m.group(3)):,} variables"
         elif m := _PASS.search(text):

@@ -22,8 +22,10 @@ ASSUMPTIONS_REFERENCE = ("Power-up state: every register at its declared initial
 METHOD_REFERENCE = ("A chain of lemmas, one per component boundary (comparator bits, LUT layers, the popcount "
                     "trees' counters and registered adder levels against the reference's named partial sums, "
                     "popcounts, action tables, then the ports), each proved by yosys sat -tempinduct "
-                    "(MiniSat) from power-up: the core and the reference cut at the previous boundary (the "
-                    "core's pipeline register where it has one) and driven by the same values, the core's "
+                    "(MiniSat) from power-up (a lemma with no register between its cut and its nets: sat "
+                    "in one frame over every state, a stronger claim): the core and the reference cut at the "
+                    "previous boundary (the core's pipeline register where it has one) and driven by the "
+                    "same values, the core's "
                     "nets equal the reference's, delayed as the pipeline delays them, whenever the pipeline "
                     "has carried them that far without a reset; partial sums also at most their count of "
                     "bits, which the next lemma assumes. Identical logic on both sides is merged first "
@@ -73,7 +75,10 @@ def sat_results(log: str) -> list[dict]:
             r["status"] = "counterexample"
             r["trace"] = _trace(text)
             r["length"] = int(lengths[-1]) if lengths else None
-        elif re.search(r"[Rr]eached maximum number of time steps|proof failed", text):
+        elif "SAT proof finished - no model found: SUCCESS!" in text:
+            r["status"] = "proved"  # one frame, every state (formal._sat_frame)
+        elif re.search(r"[Rr]eached maximum number of time steps|proof failed|model found: FAIL!", text):
+            # one frame's counterexample starts from any state, perhaps one the core never reaches
             r["status"] = "unproved"
         if r["status"] in ("running", "unproved") and lengths:
             r["reached_length"] = int(lengths[-1])  # how far the induction got before it stopped
