@@ -139,6 +139,10 @@ def _yosys(script: str, cwd: Path, name: str, timeout: float, progress=None) -> 
             proc.kill()
             proc.wait()
             timed_out = True
+        except BaseException:  # Ctrl-C or SIGTERM (a KeyboardInterrupt in dwc): the solver stops with dwc
+            proc.kill()
+            proc.wait()
+            raise
     if progress is not None:
         reader.join(timeout=10)
         progress.close("out of time" if timed_out else None)

@@ -3,7 +3,10 @@ core or netlist changed in one place is refused with a counterexample that reall
 import json
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -350,3 +353,39 @@ def test_every_popcount_adder_is_a_named_net(n):
     text = verilog.convert(Popcount(n, cells="verilog"), name="pc")
     counters = len(range(0, n, 6))
     assert len(set(re.findall(r"\bsum\d+\b", text))) == counters - 1
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The processes whose parent is ``pid`` and their command lines (Linux /proc)."""
+    kids = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                kids[int(stat.parent.name)] = (stat.parent / "cmdline").read_text().replace("\0", " ")
+        except OSError:
+            continue
+    return kids
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+
+def test_a_stopped_proof_leaves_no_solver_running(lut_build):
+    """SIGTERM stops dwc verify --formal like Ctrl-C (exit 130), and the yosys solving a proof with it:
+    before, the solver ran on alone."""
+    proc = subprocess.Popen([sys.executable, "-m", "dwc", "verify", "--formal", str(lut_build), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, solver = time.time() + 120, []
+    while not solver and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        solver = [k for k, cmd in _children(proc.pid).items() if "yosys" in cmd and " -s " in cmd]
+    assert solver, "no proof started within 120 s"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    # at once: dwc kills and reaps its solver before it exits (one left behind would still be solving)
+    assert not any(map(_running, solver)), "yosys still running after dwc stopped"

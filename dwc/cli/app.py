@@ -11,7 +11,7 @@ from pathlib import Path
 from dwc.cli import (board_sim, build, demo, evaluate, export, hil, import_onnx, policies, report, sweep, synth,
                      train, verify)
 from dwc.cli import compile as compile_  # not to hide the builtin
-from dwc.core.errors import OptionError, UserError
+from dwc.core.errors import OptionError, UserError, interrupt_on_sigterm
 
 
 MAIN_HELP = """\
@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dwc {args.command}: error: {_unknown_options(args.command, unknown)} (dwc {args.command} --help "
               f"lists the options)", file=sys.stderr)
         return 2
+    # every command stops on SIGTERM as on Ctrl-C (exit 130, its tools killed); commands whose imports
+    # set their own handler (training, Ray) set this one again after them
+    interrupt_on_sigterm()
     try:
         return COMMANDS[args.command].run(args)
     except UserError as e:
