@@ -356,10 +356,11 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
     except RuntimeError as e:
         raise UserError(str(e)) from None
     write_text(work / "dwc_core.v", (build / "dwc_core.v").read_text())
-    write_text(work / "netlist.v", Path(synth["netlist"]).read_text())
+    raw = Path(synth["netlist"]).read_bytes()  # read once: copied, matched by name and hashed
+    netlist = raw.decode()
+    write_text(work / "netlist.v", netlist)
     t1 = time.perf_counter()  # the limit is the proof's: synthesis (which always ends) is not counted
     L = ports["latency_cycles"]
-    netlist = Path(synth["netlist"]).read_text()
     aliases = _aliases(netlist)
     write_text(work / "aliases.txt", "".join(f"{n}\n" for n in aliases))
     write_text(work / "matched.txt", "".join(f"gold/{n}\n" for n in sorted(set(_names(netlist)) - set(aliases))))
@@ -390,7 +391,7 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
     unproven = re.findall(r"Unproven \$equiv \S+: (\S+?)_gold ", plain)
     out = {"claim": CLAIM_NETLIST, "assumptions": ASSUMPTIONS_NETLIST, "method": METHOD_NETLIST,
            "netlist": synth["netlist"], "synthesis_script": synth["script"],
-           "netlist_sha256": hashlib.sha256(Path(synth["netlist"]).read_bytes()).hexdigest(), "power_up": base,
+           "netlist_sha256": hashlib.sha256(raw).hexdigest(), "power_up": base,
            "synthesis_seconds": round(t1 - t0, 1)}
     if m:
         out.update(nets_compared=int(m.group(1)), nets_proved=int(m.group(2)), nets_unproved=int(m.group(3)))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 
 from dwc.core.tools import Stage
+from dwc.sim.formal_report import STAMP
 
 _MARK = re.compile(r"DWC-STAGE (\S+)")
-_STAMP = re.compile(r"^\[\d+\.\d+\] ?")
 _LENGTH = re.compile(r"\*\* Trying induction with length (\d+) \*\*")
 _SOLVE = re.compile(r"\[(base case|induction step) (\d+)\] Solving problem with (\d+) variables")
 _FRAME = re.compile(r"^Solving problem with (\d+) variables")  # one frame (formal._sat_frame)
@@ -42,7 +42,7 @@ class _Step(Stage):
             phase = self._induction()
         elif m := _SOLVE.search(text):
             phase = f"{self._induction()}, {m.group(1)} {m.group(2)}: {int(m.group(3)):,} variables"
-        elif m := _FRAME.search(_STAMP.sub("", text)):
+        elif m := _FRAME.search(STAMP.sub("", text)):
             phase = f"one frame: {int(m.group(1)):,} variables"
         elif m := _EQUIV.search(text):
             phase = f"{m.group(1).lower()} {m.group(2)}: {int(m.group(3)):,} variables"
