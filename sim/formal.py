@@ -282,11 +282,19 @@ def _one_frame(st: Stage) -> bool:
     return not st.whole and st.depth == 0 and bool(st.asserted)
 
 
-def _net_groups(verilog: str) -> list[str]:
-    """The components of dwc_core.v as yosys selections of their nets: one per first part of the nets'
-    names (``comparators``, ``layer0``, ``pop3``, the registers and ports), and an arithmetic layer's
-    neurons (``linear1.n22_s3``, its sums and products) one apiece, its other nets (``linear1.y22``) last.
-    A layer of 64 neurons as one problem (2,292 nets, 206k variables) had not ended after 526 s of CPU."""
+# Synthesis merges equal logic across neurons: a netlist sum of one neuron may read another's partial sum
+# or constant product (the 2 x 16 MLP's linear1.n2_s4 reads n13_s4 and n0_t7). Its proof then needs that
+# net's own logic too, and that one's products, down to the layer's input: a neuron's cone goes three
+# named nets further (1,113 of the 2 x 16 MLP's nets were left unproved without, 22 with)
+NEURON_ROUNDS = 3
+
+
+def _net_groups(verilog: str) -> list[tuple[str, int]]:
+    """The components of dwc_core.v as yosys selections of their nets, each with how many named nets
+    past its own its proof's cone reaches: one per first part of the nets' names (``comparators``,
+    ``layer0``, ``pop3``, the registers and ports), and an arithmetic layer's neurons (``linear1.n22_s3``,
+    its sums and products) one apiece, its other nets (``linear1.y22``) after them. A layer of 64 neurons
+    as one problem (2,292 nets, 206k variables) had not ended after 526 s of CPU."""
     top = verilog[verilog.index("module dwc_core("):]
     top = top[:top.index("endmodule")]
     names = re.findall(r"^\s*(?:wire|reg|input|output)\s+(?:signed\s+)?(?:\[[^\]]*\]\s*)?\\?([A-Za-z_][\w.]*)",
@@ -297,7 +305,8 @@ def _net_groups(verilog: str) -> list[str]:
         whole = f"w:{g} w:{g}.* w:{g}\\[* %u %u"  # a whole net, a member (layer0.out[3]), one bit (bits[3])
         neurons = sorted({m.group(1) for n in names if (m := re.fullmatch(rf"{re.escape(g)}\.(n\d+)_\w+", n))},
                          key=lambda j: int(j[1:]))
-        out += [f"w:{g}.{j}_*" for j in neurons] + [whole + (f" w:{g}.n*_* %d" if neurons else "")]
+        out += [(f"w:{g}.{j}_*", NEURON_ROUNDS) for j in neurons]
+        out.append((whole + (f" w:{g}.n*_* %d" if neurons else ""), 0))
     return out
 
 
@@ -331,7 +340,31 @@ def _names(netlist: str) -> list[str]:
 _HIDE = ["select -read matched.txt", "select -set matched %", "select -clear", "rename -hide gold/w:* @matched %d"]
 
 
-def _induction(groups: list[str]) -> list[str]:
+# a component's nets per induction problem at most: the 2 x 1024 DWC's layer1 (1,023 LUT6 outputs) as one
+# problem was 2M variables at pipeline 2 and ran out of 600 s; its LUTs are independent given their inputs
+CHUNK = 512
+
+
+def _chunked(groups: list[tuple[str, int]], matched: list[str], work: Path) -> list[tuple[str, int]]:
+    """``groups`` with each component of more than CHUNK matched nets split into selection files
+    (``@file:NAME``, the equiv module's nets by name) of CHUNK nets each. Neurons stay whole."""
+    out = []
+    for sel, rounds in groups:
+        g = sel.split()[0][2:]
+        members = [n for n in matched if n == g or n.startswith((f"{g}.", f"{g}["))]
+        if " %d" in sel:  # an arithmetic layer's other nets: not its neurons'
+            members = [n for n in members if not re.match(rf"{re.escape(g)}\.n\d+_", n)]
+        if rounds or len(members) <= CHUNK:
+            out.append((sel, rounds))
+            continue
+        for k in range(0, len(members), CHUNK):
+            name = f"part_{g}_{k // CHUNK}.txt"
+            write_text(work / name, "".join(f"equiv/{n}\n" for n in members[k:k + CHUNK]))
+            out.append((f"@file:{name}", 0))
+    return out
+
+
+def _induction(groups: list[tuple[str, int]]) -> list[str]:
     """The induction step (all shared nets equal in a cycle -> all equal in the next), component by
     component (``equiv_induct`` on a selection uses only the selected cells: each is a small problem).
     First each component's nets, each from the shared nets its own logic reads (the cone stops at
@@ -340,13 +373,21 @@ def _induction(groups: list[str]) -> list[str]:
     once the proved nets' netlist logic is gone (opt_clean). One problem over all nets (equiv_induct
     over the design) took 330 s on the Ant DWC without the input register and ran out of 600 s with it;
     net by net (equiv_simple) ~1.2 s a net, 45 min for the Ant DWC's 2,259."""
-    out = []
-    for cone, step in ((" %ci*:-$equiv", None), (" %ci*", "induction-rest")):
-        out += [f"log DWC-STAGE {step}"] if step else []
-        for g in groups:  # "w:bits" alone left a pipeline-0 core's comparator bits to the last step's cones
-            out += [f"select -set eq {g} %ci1 t:$equiv %i", f"equiv_induct -seq 1 @eq %ci1{cone}"]
-        out.append("opt_clean")
-    return out
+    def problem(g: str, cone: str) -> list[str]:
+        if g.startswith("@file:"):  # a part of a large component, its nets listed by name
+            pick = [f"select -read {g[6:]}", "select -set eq % %ci1 t:$equiv %i", "select -clear"]
+        else:  # "w:bits" alone left a pipeline-0 core's comparator bits to the last step's cones
+            pick = [f"select -set eq {g} %ci1 t:$equiv %i"]
+        return pick + [f"equiv_induct -seq 1 @eq %ci1{cone}"]
+
+    # a cone up to the next named nets ($equiv cells); %ci2 steps over them to the nets they compare. The
+    # neurons go further only once the first pass is done: a proved net's netlist logic is gone by then
+    # (opt_clean), so the further cone is mostly dwc_core.v's word-level logic
+    out = [line for g, _ in groups for line in problem(g, " %ci*:-$equiv")] + ["opt_clean"]
+    further = [line for g, rounds in groups if rounds
+               for line in problem(g, " %ci*:-$equiv" + " %ci2 %ci*:-$equiv" * rounds)]
+    out += further + (["opt_clean"] if further else []) + ["log DWC-STAGE induction-rest"]
+    return out + [line for g, _ in groups for line in problem(g, " %ci*")] + ["opt_clean"]
 
 
 def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
@@ -368,7 +409,8 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
     L = ports["latency_cycles"]
     aliases = _aliases(netlist)
     write_text(work / "aliases.txt", "".join(f"{n}\n" for n in aliases))
-    write_text(work / "matched.txt", "".join(f"gold/{n}\n" for n in sorted(set(_names(netlist)) - set(aliases))))
+    matched = sorted(set(_names(netlist)) - set(aliases))
+    write_text(work / "matched.txt", "".join(f"gold/{n}\n" for n in matched))
     read = ["read_verilog netlist.v", "rename dwc_core gate", "read_verilog dwc_core.v", "rename dwc_core gold",
             "hierarchy -check", "proc", "flatten gold", "opt_clean",
             # one wire per bit in gold too, as the netlist has them, so the names match
@@ -379,7 +421,8 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
               "hierarchy -top miter", "opt_clean", "sat -seq 1 -prove-asserts -show-inputs miter",
               "log DWC-STAGE induction", "design -load pair",
               "equiv_make -blacklist aliases.txt gold gate equiv", "hierarchy -top equiv", "opt_clean",
-              *_induction(_net_groups((build / "dwc_core.v").read_text())), "equiv_status"]
+              *_induction(_chunked(_net_groups((build / "dwc_core.v").read_text()), matched, work)),
+              "equiv_status"]
     log("[netlist] proving the netlist equal to dwc_core.v ...")
     steps = {"power-up": ("power-up: every shared net equal in cycle 1", None),
              "induction": ("induction: all shared nets equal in one cycle -> in the next, component by "

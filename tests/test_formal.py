@@ -177,9 +177,27 @@ def test_aliases_are_not_matched_twice():
             "  wire [3:0] \\linear1.y2 ;\nendmodule\n")
     whole = "w:{0} w:{0}.* w:{0}\\[* %u %u"
     # an arithmetic layer's neurons one problem apiece (n2 before n12), its other nets after them
-    assert _net_groups(core) == [whole.format("cmp_r"), whole.format("comparators"), "w:linear1.n2_*",
-                                 "w:linear1.n12_*", whole.format("linear1") + " w:linear1.n*_* %d",
-                                 whole.format("pop0")]
+    # (a neuron's cone reaches past the nets of other neurons that synthesis merged into its logic)
+    assert _net_groups(core) == [(whole.format("cmp_r"), 0), (whole.format("comparators"), 0),
+                                 ("w:linear1.n2_*", 3), ("w:linear1.n12_*", 3),
+                                 (whole.format("linear1") + " w:linear1.n*_* %d", 0), (whole.format("pop0"), 0)]
+
+
+def test_a_large_component_is_proved_in_parts(tmp_path):
+    """A component of more nets than one induction problem should hold is split into selection files of
+    at most CHUNK nets, each net in exactly one; neurons and small components keep their selections."""
+    from dwc.sim.formal import CHUNK, _chunked, _induction
+    matched = [f"layer1.out[{i}]" for i in range(CHUNK + 7)] + ["pop0.count[0]", "linear1.n0_s0[0]", "linear1.y0[0]"]
+    whole = "w:{0} w:{0}.* w:{0}\\[* %u %u"
+    groups = [(whole.format("layer1"), 0), (whole.format("pop0"), 0), ("w:linear1.n0_*", 3),
+              (whole.format("linear1") + " w:linear1.n*_* %d", 0)]
+    out = _chunked(groups, matched, tmp_path)
+    assert out[2:] == groups[1:] and [s for s, _ in out[:2]] == ["@file:part_layer1_0.txt", "@file:part_layer1_1.txt"]
+    parts = [(tmp_path / s[6:]).read_text().split() for s, _ in out[:2]]
+    assert [len(p) for p in parts] == [CHUNK, 7] and sorted(sum(parts, [])) == sorted(f"equiv/{n}" for n in matched[:-3])
+    script = _induction(out)
+    assert "select -read part_layer1_1.txt" in script and script.index("log DWC-STAGE induction-rest") > max(
+        i for i, line in enumerate(script) if "%ci2" in line)  # a neuron's further cone before the last step
 
 
 def _observable_weight(g: Graph) -> Graph:
