@@ -166,7 +166,7 @@ def test_a_quantised_mlp_netlist_is_proved_component_by_component(tmp_path):
 def test_aliases_are_not_matched_twice():
     """A netlist net that is only another name of a named net (an assign between two named nets) is
     left out of the name matching: matched twice, equiv_make would merge the two cut points."""
-    from dwc.sim.formal import _aliases, _net_groups
+    from dwc.sim.formal_netlist import _aliases, _net_groups
     text = ("module dwc_core(a, y);\n  input a;\n  output y;\n  wire \\pop0.sum3[0] ;\n"
             "  assign \\pop0.sum3[0]  = \\pop0.count[0] ;\n  assign \\bits[1]  = _0042_;\n  assign y = a;\n"
             "  assign \\layer0.out[2]  = \\bits[7] ;\n  assign \\linear2_r[8]  = \\linear2_r[7] ;\nendmodule\n")
@@ -186,7 +186,7 @@ def test_aliases_are_not_matched_twice():
 def test_a_large_component_is_proved_in_parts(tmp_path):
     """A component of more nets than one induction problem should hold is split into selection files of
     at most CHUNK nets, each net in exactly one; neurons and small components keep their selections."""
-    from dwc.sim.formal import CHUNK, _chunked, _induction
+    from dwc.sim.formal_netlist import CHUNK, _chunked, _induction
     matched = [f"layer1.out[{i}]" for i in range(CHUNK + 7)] + ["pop0.count[0]", "linear1.n0_s0[0]", "linear1.y0[0]"]
     whole = "w:{0} w:{0}.* w:{0}\\[* %u %u"
     groups = [(whole.format("layer1"), 0), (whole.format("pop0"), 0), ("w:linear1.n0_*", 3),
