@@ -10,6 +10,7 @@ import hashlib
 import re
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from dwc.core.errors import UserError
 from dwc.core.rundir import write_text
@@ -25,7 +26,15 @@ from dwc.sim.formal_report import ASSUMPTIONS_NETLIST, CLAIM_NETLIST, METHOD_NET
 NEURON_ROUNDS = 3
 
 
-def _net_groups(verilog: str) -> list[tuple[str, int]]:
+class Group(NamedTuple):
+    """One induction problem: a yosys selection of nets and how many named nets past its own its cone reaches."""
+    selection: str
+    rounds: int = 0
+    name: str = ""  # the first part of its nets' names (``layer1``, ``linear1``): what _chunked splits
+    neurons_apart: bool = False  # an arithmetic layer's other nets, its neurons being groups of their own
+
+
+def _net_groups(verilog: str) -> list[Group]:
     """The components of dwc_core.v as yosys selections of their nets, each with how many named nets
     past its own its proof's cone reaches: one per first part of the nets' names (``comparators``,
     ``layer0``, ``pop3``, the registers and ports), and an arithmetic layer's neurons (``linear1.n22_s3``,
@@ -41,8 +50,8 @@ def _net_groups(verilog: str) -> list[tuple[str, int]]:
         whole = f"w:{g} w:{g}.* w:{g}\\[* %u %u"  # a whole net, a member (layer0.out[3]), one bit (bits[3])
         neurons = sorted({m.group(1) for n in names if (m := re.fullmatch(rf"{re.escape(g)}\.(n\d+)_\w+", n))},
                          key=lambda j: int(j[1:]))
-        out += [(f"w:{g}.{j}_*", NEURON_ROUNDS) for j in neurons]
-        out.append((whole + (f" w:{g}.n*_* %d" if neurons else ""), 0))
+        out += [Group(f"w:{g}.{j}_*", NEURON_ROUNDS, f"{g}.{j}") for j in neurons]
+        out.append(Group(whole + (f" w:{g}.n*_* %d" if neurons else ""), 0, g, bool(neurons)))
     return out
 
 
@@ -81,26 +90,26 @@ _HIDE = ["select -read matched.txt", "select -set matched %", "select -clear", "
 CHUNK = 512
 
 
-def _chunked(groups: list[tuple[str, int]], matched: list[str], work: Path) -> list[tuple[str, int]]:
+def _chunked(groups: list[Group], matched: list[str], work: Path) -> list[Group]:
     """``groups`` with each component of more than CHUNK matched nets split into selection files
     (``@file:NAME``, the equiv module's nets by name) of CHUNK nets each. Neurons stay whole."""
     out = []
-    for sel, rounds in groups:
-        g = sel.split()[0][2:]
+    for group in groups:
+        g = group.name
         members = [n for n in matched if n == g or n.startswith((f"{g}.", f"{g}["))]
-        if " %d" in sel:  # an arithmetic layer's other nets: not its neurons'
+        if group.neurons_apart:
             members = [n for n in members if not re.match(rf"{re.escape(g)}\.n\d+_", n)]
-        if rounds or len(members) <= CHUNK:
-            out.append((sel, rounds))
+        if group.rounds or len(members) <= CHUNK:
+            out.append(group)
             continue
         for k in range(0, len(members), CHUNK):
             name = f"part_{g}_{k // CHUNK}.txt"
             write_text(work / name, "".join(f"equiv/{n}\n" for n in members[k:k + CHUNK]))
-            out.append((f"@file:{name}", 0))
+            out.append(Group(f"@file:{name}", 0, g))
     return out
 
 
-def _induction(groups: list[tuple[str, int]]) -> list[str]:
+def _induction(groups: list[Group]) -> list[str]:
     """The induction step (all shared nets equal in a cycle -> all equal in the next), component by
     component (``equiv_induct`` on a selection uses only the selected cells: each is a small problem).
     First each component's nets, each from the shared nets its own logic reads (the cone stops at
@@ -119,11 +128,11 @@ def _induction(groups: list[tuple[str, int]]) -> list[str]:
     # a cone up to the next named nets ($equiv cells); %ci2 steps over them to the nets they compare. The
     # neurons go further only once the first pass is done: a proved net's netlist logic is gone by then
     # (opt_clean), so the further cone is mostly dwc_core.v's word-level logic
-    out = [line for g, _ in groups for line in problem(g, " %ci*:-$equiv")] + ["opt_clean"]
-    further = [line for g, rounds in groups if rounds
-               for line in problem(g, " %ci*:-$equiv" + " %ci2 %ci*:-$equiv" * rounds)]
+    out = [line for g in groups for line in problem(g.selection, " %ci*:-$equiv")] + ["opt_clean"]
+    further = [line for g in groups if g.rounds
+               for line in problem(g.selection, " %ci*:-$equiv" + " %ci2 %ci*:-$equiv" * g.rounds)]
     out += further + (["opt_clean"] if further else []) + ["log DWC-STAGE induction-rest"]
-    return out + [line for g, _ in groups for line in problem(g, " %ci*")] + ["opt_clean"]
+    return out + [line for g in groups for line in problem(g.selection, " %ci*")] + ["opt_clean"]
 
 
 def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:

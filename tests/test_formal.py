@@ -166,7 +166,7 @@ def test_a_quantised_mlp_netlist_is_proved_component_by_component(tmp_path):
 def test_aliases_are_not_matched_twice():
     """A netlist net that is only another name of a named net (an assign between two named nets) is
     left out of the name matching: matched twice, equiv_make would merge the two cut points."""
-    from dwc.sim.formal_netlist import _aliases, _net_groups
+    from dwc.sim.formal_netlist import Group, _aliases, _net_groups
     text = ("module dwc_core(a, y);\n  input a;\n  output y;\n  wire \\pop0.sum3[0] ;\n"
             "  assign \\pop0.sum3[0]  = \\pop0.count[0] ;\n  assign \\bits[1]  = _0042_;\n  assign y = a;\n"
             "  assign \\layer0.out[2]  = \\bits[7] ;\n  assign \\linear2_r[8]  = \\linear2_r[7] ;\nendmodule\n")
@@ -178,22 +178,24 @@ def test_aliases_are_not_matched_twice():
     whole = "w:{0} w:{0}.* w:{0}\\[* %u %u"
     # an arithmetic layer's neurons one problem apiece (n2 before n12), its other nets after them
     # (a neuron's cone reaches past the nets of other neurons that synthesis merged into its logic)
-    assert _net_groups(core) == [(whole.format("cmp_r"), 0), (whole.format("comparators"), 0),
-                                 ("w:linear1.n2_*", 3), ("w:linear1.n12_*", 3),
-                                 (whole.format("linear1") + " w:linear1.n*_* %d", 0), (whole.format("pop0"), 0)]
+    assert _net_groups(core) == [Group(whole.format("cmp_r"), 0, "cmp_r"),
+                                 Group(whole.format("comparators"), 0, "comparators"),
+                                 Group("w:linear1.n2_*", 3, "linear1.n2"), Group("w:linear1.n12_*", 3, "linear1.n12"),
+                                 Group(whole.format("linear1") + " w:linear1.n*_* %d", 0, "linear1", True),
+                                 Group(whole.format("pop0"), 0, "pop0")]
 
 
 def test_a_large_component_is_proved_in_parts(tmp_path):
     """A component of more nets than one induction problem should hold is split into selection files of
     at most CHUNK nets, each net in exactly one; neurons and small components keep their selections."""
-    from dwc.sim.formal_netlist import CHUNK, _chunked, _induction
+    from dwc.sim.formal_netlist import CHUNK, Group, _chunked, _induction
     matched = [f"layer1.out[{i}]" for i in range(CHUNK + 7)] + ["pop0.count[0]", "linear1.n0_s0[0]", "linear1.y0[0]"]
     whole = "w:{0} w:{0}.* w:{0}\\[* %u %u"
-    groups = [(whole.format("layer1"), 0), (whole.format("pop0"), 0), ("w:linear1.n0_*", 3),
-              (whole.format("linear1") + " w:linear1.n*_* %d", 0)]
+    groups = [Group(whole.format("layer1"), 0, "layer1"), Group(whole.format("pop0"), 0, "pop0"),
+              Group("w:linear1.n0_*", 3, "linear1.n0"), Group(whole.format("linear1") + " w:linear1.n*_* %d", 0, "linear1", True)]
     out = _chunked(groups, matched, tmp_path)
-    assert out[2:] == groups[1:] and [s for s, _ in out[:2]] == ["@file:part_layer1_0.txt", "@file:part_layer1_1.txt"]
-    parts = [(tmp_path / s[6:]).read_text().split() for s, _ in out[:2]]
+    assert out[2:] == groups[1:] and [g.selection for g in out[:2]] == ["@file:part_layer1_0.txt", "@file:part_layer1_1.txt"]
+    parts = [(tmp_path / g.selection[6:]).read_text().split() for g in out[:2]]
     assert [len(p) for p in parts] == [CHUNK, 7] and sorted(sum(parts, [])) == sorted(f"equiv/{n}" for n in matched[:-3])
     script = _induction(out)
     assert "select -read part_layer1_1.txt" in script and script.index("log DWC-STAGE induction-rest") > max(
