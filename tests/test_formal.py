@@ -192,7 +192,8 @@ def test_a_large_component_is_proved_in_parts(tmp_path):
     matched = [f"layer1.out[{i}]" for i in range(CHUNK + 7)] + ["pop0.count[0]", "linear1.n0_s0[0]", "linear1.y0[0]"]
     whole = "w:{0} w:{0}.* w:{0}\\[* %u %u"
     groups = [Group(whole.format("layer1"), 0, "layer1"), Group(whole.format("pop0"), 0, "pop0"),
-              Group("w:linear1.n0_*", 3, "linear1.n0"), Group(whole.format("linear1") + " w:linear1.n*_* %d", 0, "linear1", True)]
+              Group("w:linear1.n0_*", 3, "linear1.n0"),
+              Group(whole.format("linear1") + " w:linear1.n*_* %d", 0, "linear1", True)]
     out = _chunked(groups, matched, tmp_path)
     assert out[2:] == groups[1:] and [g.selection for g in out[:2]] == ["@file:part_layer1_0.txt", "@file:part_layer1_1.txt"]
     parts = [(tmp_path / g.selection[6:]).read_text().split() for g in out[:2]]
