@@ -55,18 +55,50 @@ def _net_groups(verilog: str) -> list[Group]:
     return out
 
 
-def _aliases(netlist: str) -> list[str]:
+# a net inside one neuron of an arithmetic layer (its products and partial sums)
+_NEURON = re.compile(r"(linear\d+\.n\d+)_")
+
+
+def _aliases(netlist: str) -> tuple[list[str], list[str]]:
     """The netlist's named nets that are only another name of a named net (``assign a = b;``: the
     comparator bank's ``bits`` and the core's, a popcount's last sum and its count, a LUT that is a
     wire): not matched on their own. Two names matched for one net in the same proof merge their cut
     points (yosys equiv_make), and a component's logic would then not read its shared nets as cut.
     Not two bits of one net (``r[8] = r[7]``: register bits synthesis merged, which dwc_core.v has
-    apart; unmatched, the one in dwc_core.v would be free in the induction step) nor ports."""
+    apart; unmatched, the one in dwc_core.v would be free in the induction step) nor ports.
+
+    Of a net's names the one synthesis kept is matched, except where a neuron's net is also another
+    component's (a product by 1 is the layer's input): that component's name is matched, so each
+    neuron's logic in dwc_core.v reads the same cut as the netlist's. A net that several neurons name and
+    no component does (two neurons' equal low product bits) is matched under none of them: a cut in one
+    neuron's logic would be a free value in the other's. Returns the aliases and, of them, the names of
+    the nets matched under another name than synthesis kept (or none), which the proof makes private in
+    the netlist (see _HIDE)."""
     name = r"(\\\S+|[A-Za-z]\w*)"
     ports = set(re.findall(rf"^\s*(?:input|output)\s+(?:\[[^\]]*\]\s*)?{name}", netlist, re.M))  # always matched
-    return sorted({a.lstrip("\\") for a, b in re.findall(rf"^\s*assign {name} *= {name} *;", netlist, re.M)
-                   if a not in ports and not {a[:1], b[:1], a[1:2], b[1:2]} & {"$", "_"}
-                   and a.split("[")[0] != b.split("[")[0]})
+    pairs = [(a.lstrip("\\"), b.lstrip("\\")) for a, b in re.findall(rf"^\s*assign {name} *= {name} *;", netlist, re.M)
+             if a not in ports and not {a[:1], b[:1], a[1:2], b[1:2]} & {"$", "_"}
+             and a.split("[")[0] != b.split("[")[0]]
+    kept = {a: b for a, b in pairs}  # each alias and the name synthesis kept for its net
+
+    def root(n: str) -> str:
+        while n in kept:
+            n = kept[n]
+        return n
+    nets: dict[str, set[str]] = {}
+    for a, b in pairs:
+        nets.setdefault(root(b), {root(b)}).add(a)
+    ports = {p.lstrip("\\") for p in ports}
+    out, moved = set(), set()
+    for kept_name, names in nets.items():
+        neurons = {m.group(1) for n in names if (m := _NEURON.match(n))}
+        others = sorted(n for n in names if not _NEURON.match(n))
+        keep = (None if len(neurons) > 1 and not others else
+                others[0] if neurons and others and _NEURON.match(kept_name) else kept_name)
+        out |= names - {keep} - ports
+        if keep != kept_name:
+            moved |= names - {keep} - ports
+    return sorted(out), sorted(moved)
 
 
 def _names(netlist: str) -> list[str]:
@@ -81,8 +113,10 @@ def _names(netlist: str) -> list[str]:
 # (opt_clean: a public name over a private one; among public names the driving cell's output, e.g. the
 # Verilog writer's \$123). Else the gold LUTs of layer0 read the comparators' gates behind the cut `bits`
 # (while the netlist's read the cut): different free values, and a 2 x 1024 LUT6 core's layer0 induction
-# ran out of 600 s; the names only choose where the proof cuts, never what it proves
+# ran out of 600 s; the names only choose where the proof cuts, never what it proves. So in the netlist for a
+# net _aliases matched under another name than synthesis kept (moved.txt): its cells then read the matched one
 _HIDE = ["select -read matched.txt", "select -set matched %", "select -clear", "rename -hide gold/w:* @matched %d"]
+_HIDE_MOVED = ["select -read moved.txt", "select -set moved %", "select -clear", "rename -hide @moved"]
 
 
 # a component's nets per induction problem at most: the 2 x 1024 DWC's layer1 (1,023 LUT6 outputs) as one
@@ -152,14 +186,15 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
     write_text(work / "netlist.v", netlist)
     t1 = time.perf_counter()  # the limit is the proof's: synthesis (which always ends) is not counted
     L = ports["latency_cycles"]
-    aliases = _aliases(netlist)
+    aliases, moved = _aliases(netlist)
     write_text(work / "aliases.txt", "".join(f"{n}\n" for n in aliases))
     matched = sorted(set(_names(netlist)) - set(aliases))
     write_text(work / "matched.txt", "".join(f"gold/{n}\n" for n in matched))
+    write_text(work / "moved.txt", "".join(f"gate/{n}\n" for n in moved))
     read = ["read_verilog netlist.v", "rename dwc_core gate", "read_verilog dwc_core.v", "rename dwc_core gold",
             "hierarchy -check", "proc", "flatten gold", "opt_clean",
             # one wire per bit in gold too, as the netlist has them, so the names match
-            "splitnets gold", *_HIDE, "memory", "opt_clean", "async2sync", "dffunmap", "design -save pair"]
+            "splitnets gold", *_HIDE, *(_HIDE_MOVED if moved else []), "memory", "opt_clean", "async2sync", "dffunmap", "design -save pair"]
     script = ["log DWC-STAGE power-up", *read,
               # power-up: every net the two share by name (registers, kept nets, ports) is equal
               "expose -shared gold gate", "miter -equiv -flatten -make_assert gold gate miter",

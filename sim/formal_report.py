@@ -34,7 +34,8 @@ METHOD_REFERENCE = ("A chain of lemmas, one per component boundary (comparator b
 CLAIM_NETLIST = ("For every input sequence, in every clock cycle from power-up: every net the netlist and "
                  "dwc_core.v share by name (the ports action and valid_out, the pipeline registers, the "
                  "kept nets between components; a netlist net that is only another name of one of these is "
-                 "compared as that one) has the same value in both.")
+                 "compared as that one, and one that only several neurons' products or sums name, through the "
+                 "nets it feeds) has the same value in both.")
 ASSUMPTIONS_NETLIST = ("Power-up state: every register at its declared initial value (a register without one "
                        "may hold anything). Both designs as read by yosys's Verilog front end; the generic "
                        "netlist's cells as yosys defines them.")

@@ -14,10 +14,12 @@ No ABC (``synth -noabc``): yosys's own passes (coarse-grain optimisation, techma
 fine-grain optimisation) make the netlist, so each component's gates read the kept nets. ABC rewrote
 logic across them (a LUT layer's gates reading the comparator registers behind the kept comparator
 bits: the netlist proof of the Ant DWC ran out of 600 s), and took 23 minutes on the 2 x 16 quantised
-MLP's constant multipliers (39 s without). The FPGA flows (:mod:`dwc.fpga`) still map with ABC.
+MLP's constant multipliers (39 s without). The FPGA flows (:mod:`dwc.fpga`) still map with ABC. For the
+same reason a linear layer's multipliers and adders are synthesised one instance at a time (``APART``).
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -33,6 +35,14 @@ from dwc.core.tools import run_tool
 KEPT = ("w:bits w:layer*.out w:pop*.count w:pop*.cnt* w:pop*.sum* w:linear*.n*_t* w:linear*.n*_s* "
         "w:*_r w:pop*.l*")
 
+# the linear layers' constant multipliers and adders, each synthesised as its own module and flattened after
+# (their port names hidden; constants then folded, nothing merged): synthesis of the flat core merged equal
+# logic across neurons (one neuron's sum read another's product or partial sum: 17,259 of the 2 x 64 MLP's
+# linear1 nets were another's alias), so a neuron's nets could not be proved from its own, and that MLP's
+# netlist proof did not finish in 1,500 s. Their layers' requantised outputs ``y`` are kept too: else the next
+# layer's input net was named after a neuron's product by 1
+APART = "c:linear*.n*_add* c:linear*.n*_mul*"
+
 
 def synthesize(verilog: Path, out_dir: Path) -> dict:
     """``out_dir/netlist.v`` from ``verilog`` (top ``dwc_core``); reused while the source is unchanged."""
@@ -41,10 +51,15 @@ def synthesize(verilog: Path, out_dir: Path) -> dict:
     netlist, log = out_dir / "netlist.v", out_dir / "yosys.log"
     # YoWASP's WebAssembly yosys sees only its working directory: work there with relative names.
     # splitnets: one wire per bit, so Verilator sees no false combinational loops (UNOPTFLAT).
-    script = (f"read_verilog design.v; hierarchy -top dwc_core; setattr -set keep 1 {KEPT}; "
-              "synth -flatten -noabc -top dwc_core; splitnets; opt_clean -purge; write_verilog -noattr netlist.v")
-    t0 = time.perf_counter()
     source = Path(verilog).read_text()
+    synth = "synth -flatten -noabc -top dwc_core; "
+    if re.search(r"\\linear\d+\.n\d+_(?:add|mul)\d+ ", source):  # a core without arithmetic: as it always was
+        synth = (f"setattr -set keep 1 w:linear*.y*; setattr -set keep_hierarchy 1 {APART}; {synth}"
+                 "setattr -unset keep_hierarchy; flatten; "
+                 "rename -hide w:linear*.n*_add*.* w:linear*.n*_mul*.*; opt_expr; opt_clean; ")
+    script = (f"read_verilog design.v; hierarchy -top dwc_core; setattr -set keep 1 {KEPT}; {synth}"
+              "splitnets; opt_clean -purge; write_verilog -noattr netlist.v")
+    t0 = time.perf_counter()
     design, used = out_dir / "design.v", out_dir / "script.ys"
     fresh = netlist.exists() and design.exists() and used.exists()
     if not (fresh and design.read_text() == source and used.read_text() == script):

@@ -171,7 +171,15 @@ def test_aliases_are_not_matched_twice():
             "  assign \\pop0.sum3[0]  = \\pop0.count[0] ;\n  assign \\bits[1]  = _0042_;\n  assign y = a;\n"
             "  assign \\layer0.out[2]  = \\bits[7] ;\n  assign \\linear2_r[8]  = \\linear2_r[7] ;\nendmodule\n")
     # not a port (always matched), a $/_ net, nor a bit of the same net (merged register bits)
-    assert _aliases(text) == ["layer0.out[2]", "pop0.sum3[0]"]
+    assert _aliases(text) == (["layer0.out[2]", "pop0.sum3[0]"], [])
+    # a neuron's net that is also another component's is matched under the component's name (the one that
+    # synthesis kept here is the neuron's); one that two neurons name alone, under none
+    arith = ("module dwc_core(a, y);\n  input a;\n  output y;\n  assign \\pop1.count[2]  = \\linear0.n15_t1[3] ;\n"
+             "  assign \\linear0.n4_t1[3]  = \\linear0.n15_t1[3] ;\n  assign \\linear0.n4_s1[0]  = \\linear0.n15_s1[0] ;\n"
+             "  assign \\linear0.n9_s2[0]  = \\linear0.n9_t2[0] ;\n  assign \\linear1.n3_t0[1]  = y;\nendmodule\n")
+    assert _aliases(arith) == (["linear0.n15_s1[0]", "linear0.n15_t1[3]", "linear0.n4_s1[0]", "linear0.n4_t1[3]",
+                                "linear0.n9_s2[0]", "linear1.n3_t0[1]"],
+                               ["linear0.n15_s1[0]", "linear0.n15_t1[3]", "linear0.n4_s1[0]", "linear0.n4_t1[3]"])
     core = ("module dwc_comparators(bits);\nendmodule\nmodule dwc_core(obs);\n  wire [3:0] \\pop0.count ;\n"
             "  reg cmp_r;\n  wire [9:0] \\linear1.n12_s0 ;\n  wire [9:0] \\linear1.n2_t3 ;\n"
             "  wire [3:0] \\linear1.y2 ;\nendmodule\n")
