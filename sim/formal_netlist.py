@@ -151,22 +151,25 @@ def _induction(groups: list[Group]) -> list[str]:
     (where a net's logic reads an alias of a shared net rather than the net) with its whole input cone,
     once the proved nets' netlist logic is gone (opt_clean). One problem over all nets (equiv_induct
     over the design) took 330 s on the Ant DWC without the input register and ran out of 600 s with it;
-    net by net (equiv_simple) ~1.2 s a net, 45 min for the Ant DWC's 2,259."""
-    def problem(g: str, cone: str) -> list[str]:
+    net by net (equiv_simple) ~1.2 s a net, 45 min for the Ant DWC's 2,259. The later steps take only
+    the nets still unproved (equiv_mark's regions): a component with none is then an empty problem, where
+    its cone alone took 1-3 s to select (the 2 x 64 MLP's 290 later problems, almost all empty)."""
+    def problem(g: str, cone: str, left: bool = False) -> list[str]:
+        only = " a:equiv_region>0 %i" if left else ""
         if g.startswith("@file:"):  # a part of a large component, its nets listed by name
-            pick = [f"select -read {g[6:]}", "select -set eq % %ci1 t:$equiv %i", "select -clear"]
+            pick = [f"select -read {g[6:]}", f"select -set eq % %ci1 t:$equiv %i{only}", "select -clear"]
         else:  # "w:bits" alone left a pipeline-0 core's comparator bits to the last step's cones
-            pick = [f"select -set eq {g} %ci1 t:$equiv %i"]
+            pick = [f"select -set eq {g} %ci1 t:$equiv %i{only}"]
         return pick + [f"equiv_induct -seq 1 @eq %ci1{cone}"]
 
     # a cone up to the next named nets ($equiv cells); %ci2 steps over them to the nets they compare. The
     # neurons go further only once the first pass is done: a proved net's netlist logic is gone by then
     # (opt_clean), so the further cone is mostly dwc_core.v's word-level logic
-    out = [line for g in groups for line in problem(g.selection, " %ci*:-$equiv")] + ["opt_clean"]
+    out = [line for g in groups for line in problem(g.selection, " %ci*:-$equiv")] + ["opt_clean", "equiv_mark"]
     further = [line for g in groups if g.rounds
-               for line in problem(g.selection, " %ci*:-$equiv" + " %ci2 %ci*:-$equiv" * g.rounds)]
-    out += further + (["opt_clean"] if further else []) + ["log DWC-STAGE induction-rest"]
-    return out + [line for g in groups for line in problem(g.selection, " %ci*")] + ["opt_clean"]
+               for line in problem(g.selection, " %ci*:-$equiv" + " %ci2 %ci*:-$equiv" * g.rounds, True)]
+    out += further + (["opt_clean", "equiv_mark"] if further else []) + ["log DWC-STAGE induction-rest"]
+    return out + [line for g in groups for line in problem(g.selection, " %ci*", True)] + ["opt_clean"]
 
 
 def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
