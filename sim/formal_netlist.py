@@ -172,9 +172,10 @@ def _induction(groups: list[Group]) -> list[str]:
     out += [line for g in groups for line in problem(g.selection, " %ci*", True)]
     # then any net still unproved, all at once: those no component's selection takes (a name of Amaranth's,
     # inp$15: 428 nets of the 2 x 64 MLP without the input register), first up to the next named nets
-    left = ["opt_clean", "equiv_mark", "select -set eq t:$equiv a:equiv_region>0 %i"]
-    return out + left + ["equiv_induct -seq 1 @eq %ci1 %ci*:-$equiv"] + left + ["equiv_induct -seq 1 @eq %ci1 %ci*",
-                                                                              "opt_clean"]
+    for cone in (" %ci*:-$equiv", " %ci*"):
+        out += ["opt_clean", "equiv_mark", "select -set eq t:$equiv a:equiv_region>0 %i",
+                f"equiv_induct -seq 1 @eq %ci1{cone}"]
+    return out + ["opt_clean"]
 
 
 def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
@@ -202,7 +203,8 @@ def prove_netlist(build: Path, ports: dict, timeout: float, log=print) -> dict:
     read = ["read_verilog netlist.v", "rename dwc_core gate", "read_verilog dwc_core.v", "rename dwc_core gold",
             "hierarchy -check", "proc", "flatten gold", "opt_clean",
             # one wire per bit in gold too, as the netlist has them, so the names match
-            "splitnets gold", *_HIDE, *(_HIDE_MOVED if moved else []), "memory", "opt_clean", "async2sync", "dffunmap", "design -save pair"]
+            "splitnets gold", *_HIDE, *(_HIDE_MOVED if moved else []),
+            "memory", "opt_clean", "async2sync", "dffunmap", "design -save pair"]
     script = ["log DWC-STAGE power-up", *read,
               # power-up: every net the two share by name (registers, kept nets, ports) is equal
               "expose -shared gold gate", "miter -equiv -flatten -make_assert gold gate miter",

@@ -41,7 +41,7 @@ KEPT = ("w:bits w:layer*.out w:pop*.count w:pop*.cnt* w:pop*.sum* w:linear*.n*_t
 # linear1 nets were another's alias), so a neuron's nets could not be proved from its own, and that MLP's
 # netlist proof did not finish in 1,500 s. Their layers' requantised outputs ``y`` are kept too: else the next
 # layer's input net was named after a neuron's product by 1
-APART = "c:linear*.n*_add* c:linear*.n*_mul*"
+APART = ("linear*.n*_add*", "linear*.n*_mul*")  # their instances in dwc_core.v
 
 
 def synthesize(verilog: Path, out_dir: Path) -> dict:
@@ -53,10 +53,10 @@ def synthesize(verilog: Path, out_dir: Path) -> dict:
     # splitnets: one wire per bit, so Verilator sees no false combinational loops (UNOPTFLAT).
     source = Path(verilog).read_text()
     synth = "synth -flatten -noabc -top dwc_core; "
-    if re.search(r"\\linear\d+\.n\d+_(?:add|mul)\d+ ", source):  # a core without arithmetic: as it always was
-        synth = (f"setattr -set keep 1 w:linear*.y*; setattr -set keep_hierarchy 1 {APART}; {synth}"
-                 "setattr -unset keep_hierarchy; flatten; "
-                 "rename -hide w:linear*.n*_add*.* w:linear*.n*_mul*.*; opt_expr; opt_clean; ")
+    if re.search(r"\\linear\d+\.n\d+_(?:add|mul)\d+ ", source):  # else (no arithmetic) the script is unchanged
+        cells, ports = " ".join(f"c:{c}" for c in APART), " ".join(f"w:{c}.*" for c in APART)
+        synth = (f"setattr -set keep 1 w:linear*.y*; setattr -set keep_hierarchy 1 {cells}; {synth}"
+                 f"setattr -unset keep_hierarchy; flatten; rename -hide {ports}; opt_expr; opt_clean; ")
     script = (f"read_verilog design.v; hierarchy -top dwc_core; setattr -set keep 1 {KEPT}; {synth}"
               "splitnets; opt_clean -purge; write_verilog -noattr netlist.v")
     t0 = time.perf_counter()
