@@ -86,6 +86,28 @@ def test_a_stopped_distillation_resumes_exactly(tmp_path):
     assert returns[0] and returns[0] == returns[1]
 
 
+def test_dagger_noise_moves_the_states_not_the_labels(tmp_path):
+    """--dagger-noise: the rolled-out actions are perturbed (other states are visited than without it) while
+    every label stays the teacher's noiseless action at its state; stopped and resumed, the noisy run ends
+    bit for bit as the run left alone (the noise comes from the checkpointed sampler)."""
+    plain, whole, stopped = tmp_path / "plain", tmp_path / "whole", tmp_path / "stopped"
+    noisy = ["--dagger-noise", "0.3"]
+    assert main(distill_args(plain, 1000)) == 0
+    assert main(distill_args(whole, 1000, noisy)) == 0
+    assert 250 <= stop_at(stopped, distill_args(stopped, 1000, noisy), signal.SIGTERM, after=400) < 1000
+    assert main(["train", "--out", str(stopped), "--resume", "--no-progress"]) == 0
+    a, b, p = (torch.load(r / "checkpoint.pt", weights_only=False) for r in (whole, stopped, plain))
+    assert differences(a, b) == []
+    assert a["config"]["distill"]["dagger_noise"] == 0.3
+    # the teacher's own first iteration is perturbed too: its states differ from the noiseless run's
+    assert not torch.equal(torch.as_tensor(a["data_obs"][1:250]), torch.as_tensor(p["data_obs"][1:250]))
+    from dwc.train.checkpoint import load_actor
+    teacher, _, _ = load_actor(Path(TEACHER), "cpu")
+    with torch.no_grad():
+        labels = teacher.act(torch.as_tensor(a["data_obs"])).numpy()
+    assert (abs(labels - a["data_act"]) <= 1e-6).all()
+
+
 def _one_line_error(args, needle):
     res = subprocess.run([sys.executable, "-m", "dwc", *args], capture_output=True, text=True, timeout=120)
     lines = [l for l in res.stderr.strip().splitlines() if l.strip()]
@@ -100,6 +122,7 @@ def test_distillation_errors(tmp_path):
     _one_line_error(["train", "--algo", "distill", "--teacher", TEACHER, "--env", "Hopper-v5",
                      "--out", str(tmp_path / "c")], "InvertedPendulum-v5")
     _one_line_error(distill_args(tmp_path / "d", 100, ["--updates-per-step", "0"]), "--updates-per-step")
+    _one_line_error(distill_args(tmp_path / "e", 100, ["--dagger-noise", "-0.1"]), "--dagger-noise must be in [0, 1]")
 
 
 def test_distillation_takes_the_sparse_wiring_update(tmp_path):

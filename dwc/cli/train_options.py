@@ -171,3 +171,8 @@ def _add_learner_options(p):
     d.add_argument("--updates-per-step", type=float, help="minibatch (--batch-size) gradient steps per collected "
                                                           f"env step (default {DEFAULT['updates_per_step']})")
     d.add_argument("--distill-lr", type=float, help=f"the student's learning rate (default {DEFAULT['distill_lr']})")
+    d.add_argument("--dagger-noise", type=float, metavar="SIGMA",
+                   help="Gaussian noise (std, in half action ranges) added to the action of every rollout, the "
+                        "teacher's and the student's, the label staying the teacher's noiseless action: the data "
+                        "then covers states just off the policy's own path, where a small error of the circuit "
+                        f"takes it (DART) (default {DEFAULT['dagger_noise']})")

@@ -118,6 +118,7 @@ class DistillConfig:
     dagger_steps: int = 1000  # env steps per iteration (the first rolled out by the teacher)
     updates_per_step: float = 2.0  # gradient steps (minibatches of --batch-size) per collected env step
     distill_lr: float = 1e-2
+    dagger_noise: float = 0.0  # std of Gaussian noise on the rolled-out action, in half action ranges (DART)
 
 
 @dataclass
@@ -210,7 +211,8 @@ OPTIONS = {
     **{k: "sac" for k in ("learning_starts", "batch_size", "buffer_size", "actor_lr", "q_lr", "alpha_lr", "adam_eps",
                           "policy_frequency", "alpha", "critic_input")},
     **{k: "ppo" for k in ("rollout_steps",)},
-    **{k: "distill" for k in ("teacher", "teacher_steps", "dagger_steps", "updates_per_step", "distill_lr")},
+    **{k: "distill" for k in ("teacher", "teacher_steps", "dagger_steps", "updates_per_step", "distill_lr",
+                              "dagger_noise")},
 }
 # Options whose dwc train flag is not the field's name
 FLAGS = {"target": "--lut-family"}
@@ -311,6 +313,7 @@ def validate(cfg: TrainConfig) -> None:
         (cfg.distill.dagger_steps >= 1, f"--dagger-steps must be >= 1, got {cfg.distill.dagger_steps}"),
         (cfg.distill.updates_per_step > 0, f"--updates-per-step must be > 0, got {cfg.distill.updates_per_step}"),
         (cfg.distill.distill_lr > 0, f"--distill-lr must be > 0, got {cfg.distill.distill_lr}"),
+        (0 <= cfg.distill.dagger_noise <= 1, f"--dagger-noise must be in [0, 1], got {cfg.distill.dagger_noise}"),
         (a.policy in ("dwc", "gates", "qmlp", "mlp"), f"--policy must be dwc, gates, qmlp or mlp, got {a.policy!r}"),
         (a.wiring in ("learnable", "random"), f"--wiring must be learnable or random, got {a.wiring!r}"),
         (a.wiring_optim in ("dense", "sparse"), f"--wiring-optim must be dense or sparse, got {a.wiring_optim!r}"),

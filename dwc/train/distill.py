@@ -10,6 +10,9 @@ which takes supervised gradient steps on a few thousand states instead of anothe
   by the teacher (DAgger, Ross et al. 2011), so the dataset covers the states the student visits
   (trained on the teacher's states alone, a student's small errors take it where it was never shown
   what to do).
+- ``--dagger-noise``: Gaussian noise on every rolled-out action (DART, Laskey et al. 2017), the label
+  still the teacher's noiseless action, so the data also covers the states next to the policy's path
+  that a circuit's small errors lead to.
 - Loss: mean squared error between the student's and the teacher's actions, in units of the
   action range, minimised by Adam with a rate annealed linearly to 1/1000 of ``--distill-lr``.
   No reward is used for learning; the episodes' returns are logged as in SAC.
@@ -187,13 +190,23 @@ class _Distill:
         while loop.step < end:
             o = self._t(self.obs)
             label = self.teacher.act(o)
-            action = label if actor is self.teacher else self.student.act(o)
-            with interrupts_held():  # envs, data and step counter change together
-                next_obs, rewards, terms, truncs, _ = self.envs.step(action.cpu().numpy())
+            action = (label if actor is self.teacher else self.student.act(o)).cpu().numpy()
+            with interrupts_held():  # envs, data, noise stream and step counter change together
+                next_obs, rewards, terms, truncs, _ = self.envs.step(self._noisy(action))
                 step, k = loop.step, min(self.cfg.num_envs, end - loop.step)
                 self.data_obs[step:step + k], self.data_act[step:step + k] = self.obs[:k], label[:k].cpu().numpy()
                 loop.advance(k, rewards, terms | truncs)
                 self.obs = next_obs
+
+    def _noisy(self, action: np.ndarray) -> np.ndarray:
+        """The rolled-out action with --dagger-noise added (drawn from the checkpointed sampler, only when
+        asked for, so a run without noise draws what it always drew), clipped to the action space."""
+        sigma = self.dc.dagger_noise
+        if sigma == 0:
+            return action
+        space = self.envs.single_action_space
+        noise = self.rng.standard_normal(action.shape) * sigma * (space.high - space.low) / 2
+        return np.clip(action + noise, space.low, space.high).astype(action.dtype)
 
     def _regress(self, start: int, end: int) -> int:
         """The iteration's updates of the student's actions onto the teacher's, on minibatches of all data so
