@@ -1,7 +1,7 @@
 """Board tops: the DWC core behind the UART policy link (``dwc.rtl.link``) on real boards, built to
 bitstreams through amaranth-boards with the open YoWASP tools.
 
-``dwc synth BUILD --board ulx3s|icebreaker`` -> BUILD/board/<board>/ (bitstream, logs, report.json).
+``dwc synth BUILD --board ulx3s|icebreaker|tangnano9k|tangprimer20k`` -> BUILD/board/<board>/ (bitstream, logs, report.json).
 The core uses the same vendor-neutral leaf cells as the verified ``dwc_core.v`` (added as a Verilog
 file), so the bitstream holds the circuit ``dwc verify`` checked.
 """
@@ -40,27 +40,30 @@ _HIMBAECHEL_GOWIN = r"""
         """
 
 
-def _tang_nano_9k():
-    from amaranth_boards.tang_nano_9k import TangNano9kPlatform
-
-    class TangNano9k(TangNano9kPlatform):
-        """amaranth-boards' Tang Nano 9K (27 MHz clock on pin 52, the BL702's USB-UART on pins 18/17)
-        through nextpnr-himbaechel-gowin."""
-        required_tools = ["yosys", "nextpnr-himbaechel-gowin", "gowin_pack"]
-        _apicula_command_templates = [TangNano9kPlatform._apicula_command_templates[0], _HIMBAECHEL_GOWIN,
-                                      TangNano9kPlatform._apicula_command_templates[2]]
-    return TangNano9k
+def _himbaechel(platform_cls, doc: str):
+    """An amaranth-boards Gowin platform whose Apicula flow runs nextpnr-himbaechel-gowin."""
+    return type(platform_cls.__name__, (platform_cls,), {
+        "__doc__": doc, "required_tools": ["yosys", "nextpnr-himbaechel-gowin", "gowin_pack"],
+        "_apicula_command_templates": [platform_cls._apicula_command_templates[0], _HIMBAECHEL_GOWIN,
+                                       platform_cls._apicula_command_templates[2]]})
 
 
 def _platforms():
     from amaranth_boards.icebreaker import ICEBreakerPlatform
+    from amaranth_boards.tang_nano_9k import TangNano9kPlatform
+    from amaranth_boards.tang_primer_20k import TangPrimer20kDockPlatform
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
-    return {"ulx3s": ULX3S_85F_Platform, "icebreaker": ICEBreakerPlatform, "tangnano9k": _tang_nano_9k()}
+    return {"ulx3s": ULX3S_85F_Platform, "icebreaker": ICEBreakerPlatform,
+            "tangnano9k": _himbaechel(TangNano9kPlatform, "Tang Nano 9K: 27 MHz clock on pin 52, the BL702's "
+                                                          "USB-UART on pins 18/17"),
+            "tangprimer20k": _himbaechel(TangPrimer20kDockPlatform, "Tang Primer 20K on its Dock: 27 MHz clock "
+                                                                    "on H11, the dock's USB-UART on T13/M11")}
 
 
-BOARDS = ("ulx3s", "icebreaker", "tangnano9k")
+BOARDS = ("ulx3s", "icebreaker", "tangnano9k", "tangprimer20k")
 BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iCE40 UP5K)",
-                "tangnano9k": "Tang Nano 9K (Gowin GW1NR-LV9QN88PC6/I5)"}
+                "tangnano9k": "Tang Nano 9K (Gowin GW1NR-LV9QN88PC6/I5)",
+                "tangprimer20k": "Tang Primer 20K on its Dock (Gowin GW2A-LV18PG256C8/I7)"}
 
 
 BAUD_TOLERANCE = 0.02  # a UART's bit clock may be off by this much from the other end's and still sample mid-bit

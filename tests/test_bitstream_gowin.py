@@ -153,12 +153,13 @@ def test_corrupted_gowin_bitstreams_are_refused(small_build, tmp_path, capsys, m
         fs.write_text(good_text)
 
 
-def test_tang_nano_9k_board_clock_and_flow():
-    """The Tang Nano 9K's 27 MHz clock makes 115200 baud with 234 cycles a bit (0.16% fast); amaranth's
+@pytest.mark.parametrize("board,name", [("tangnano9k", "Tang Nano 9K"), ("tangprimer20k", "Tang Primer 20K")])
+def test_gowin_board_clock_and_flow(board, name):
+    """The Tang boards' 27 MHz clock makes 115200 baud with 234 cycles a bit (0.16% fast); amaranth's
     Apicula flow is pointed at nextpnr-himbaechel-gowin with the board's CST and clock."""
     from dwc.fpga.boards import BOARD_DEVICE, BOARDS, _platforms, tool_env, uart_divisor
-    assert "tangnano9k" in BOARDS and "Tang Nano 9K" in BOARD_DEVICE["tangnano9k"]
-    platform = _platforms()["tangnano9k"]()
+    assert board in BOARDS and name in BOARD_DEVICE[board]
+    platform = _platforms()[board]()
     assert platform.default_clk_frequency == 27e6 and uart_divisor(27e6, 115200) == 234
     script = platform._apicula_command_templates[1]
     assert all(s in script for s in ('invoke_tool("nextpnr-himbaechel-gowin")', "--vopt family=", "--vopt cst=",
@@ -168,15 +169,24 @@ def test_tang_nano_9k_board_clock_and_flow():
     assert Path(env["GOWIN_PACK"]).name == "gowin_pack"
 
 
+# amaranth-boards' pins: the Tang Nano 9K's BL702 USB-UART on pins 18 (rx) / 17 (tx), LED 0 on pin 10, the
+# 27 MHz clock on pin 52; the Tang Primer 20K Dock's USB-UART on T13 / M11, LED 0 on C13, its clock on H11
+GOWIN_BOARD_PINS = {
+    "tangnano9k": {"uart_0__rx__io": "18", "uart_0__tx__io": "17", "led_0__io": "10", "clk27_0__io": "52"},
+    "tangprimer20k": {"uart_0__rx__io": "T13", "uart_0__tx__io": "M11", "led_0__io": "C13", "clk27_0__io": "H11"},
+}
+
+
 @pytest.mark.slow
-def test_tang_nano_9k_board_top_builds_a_bitstream(small_build, capsys):
-    """Core + UART link on amaranth-boards' Tang Nano 9K: the BL702 USB-UART on pins 18 (rx) / 17 (tx),
-    LED 0 on pin 10, the 27 MHz clock on pin 52, through yosys, nextpnr-himbaechel-gowin and gowin_pack."""
-    assert main(["synth", str(small_build), "--board", "tangnano9k"]) == 0
-    r = json.loads((small_build / "board" / "tangnano9k" / "report.json").read_text())
+@pytest.mark.parametrize("board", ["tangnano9k", pytest.param("tangprimer20k", marks=pytest.mark.ci)])  # ~20 s each
+def test_gowin_board_top_builds_a_bitstream(small_build, board, capsys):
+    """Core + UART link on an amaranth-boards Gowin board, through yosys, nextpnr-himbaechel-gowin and
+    gowin_pack, on the board's own pins."""
+    assert main(["synth", str(small_build), "--board", board]) == 0
+    r = json.loads((small_build / "board" / board / "report.json").read_text())
     assert Path(r["bitstream"]).name == "dwc_board.fs" and Path(r["bitstream"]).stat().st_size > 100_000
     assert (r["clock_mhz"], r["baud"], r["baud_on_chip"]) == (27.0, 115200, 115385)
     assert r["fmax_mhz"] >= 27 and r["timing_met"] and r["latency_cycles"] == 3
-    assert r["pins"] == {"uart_0__rx__io": "18", "uart_0__tx__io": "17", "led_0__io": "10", "clk27_0__io": "52"}
+    assert r["pins"] == GOWIN_BOARD_PINS[board]
     assert Path(r["constraints"]).suffix == ".cst"
-    assert "board tangnano9k" in capsys.readouterr().out
+    assert f"board {board}" in capsys.readouterr().out

@@ -55,7 +55,7 @@ def add(sub):
     p.add_argument("--target", action="append", choices=target_names(), default=[],
                    help="FPGA target: a device, or a family (ecp5, ice40) for the smallest of its devices that the "
                         "core fits; repeat for several")
-    p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker", "tangnano9k"], default=[],
+    p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker", "tangnano9k", "tangprimer20k"], default=[],
                    help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
                         "repeat for several")
     p.add_argument("--baud", type=baud_rate, metavar="RATE",
