@@ -39,8 +39,10 @@ not finished after --route-budget seconds is stopped and the design placed and r
 router2, which routes congested cores far faster (report: router). Open tools only, all from PyPI:
 YoWASP yosys and nextpnr, whose wheels ship every family's packer (icepack, ecppack, xo2pack, gmpack,
 prjoxide), and apycula's gowin_pack; the first use of each compiles its WebAssembly (about a minute,
-cached). dwc verify --bitstream checks iCE40, ECP5 and Gowin bitstreams; MachXO2, GateMate and Nexus
-ones are packed but not checked (no decoder of them is in dwc yet).
+cached). The MachXO3LF-6900 (machxo3-6900) is placed, routed and timed but gets no bitstream: the
+wheel's xo2pack has no MachXO3 database (report.json: bitstream null). dwc verify --bitstream checks
+iCE40, ECP5 and Gowin bitstreams; MachXO2, GateMate and Nexus ones are packed but not checked (no
+decoder of them is in dwc yet).
 """
 
 
