@@ -52,10 +52,12 @@ def loss_on(student, obs: torch.Tensor, act: torch.Tensor, chunk: int = 4096) ->
     return total / (len(obs) * act.shape[1])
 
 
-def fit(student, train: tuple, held: tuple, updates: int, lr: float, batch: int, every: int, seed: int) -> list[dict]:
-    """Adam on minibatches of ``train``, the rate annealed as the run anneals it; the losses every ``every``."""
+def fit(student, train: tuple, held: tuple, updates: int, lr: float, batch: int, every: int, seed: int,
+        curve: list, saved=lambda: None) -> list[dict]:
+    """Adam on minibatches of ``train``, the rate annealed as the run anneals it; the losses every ``every``
+    appended to ``curve``, ``saved()`` called after each (so an interrupted fit keeps what it measured)."""
     opt = torch.optim.Adam(student.parameters(), lr=lr, fused=True)
-    rng, curve, t0 = np.random.default_rng(seed), [], time.time()
+    rng, t0 = np.random.default_rng(seed), time.time()
     for u in range(updates):
         progress = (u + 1) / updates
         opt.param_groups[0]["lr"] = lr * (1.0 - progress) + 1e-3 * lr * progress
@@ -72,6 +74,7 @@ def fit(student, train: tuple, held: tuple, updates: int, lr: float, batch: int,
                           "seconds": round(time.time() - t0, 1)})
             print(f"  {u + 1:>7} updates: train {curve[-1]['train_loss']:.4f}  held out {curve[-1]['held_out_loss']:.4f}"
                   f"  ({curve[-1]['seconds']:.0f} s)", flush=True)
+            saved()
     return curve
 
 
@@ -105,13 +108,16 @@ def main(argv=None) -> int:
     lr = args.lr or cfg.distill.distill_lr
     report = {"run": str(args.run), "env": cfg.env, "states": len(obs), "held_out": len(obs) - cut, "lr": lr,
               "batch_size": cfg.sac.batch_size, "updates": args.updates, "students": []}
+
+    def saved():
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2) + "\n")
     for width in args.widths or [cfg.actor.width]:
         print(f"width {width}: {cut} states to fit, {len(obs) - cut} held out, rate {lr:g}", flush=True)
         student = student_for(cfg, width, ckpt["obs_dim"], ckpt["act_dim"], space, normalizer)
-        curve = fit(student, train, held, args.updates, lr, cfg.sac.batch_size, args.every, args.seed)
-        report["students"].append({"width": width, "curve": curve})
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        report["students"].append({"width": width, "curve": []})
+        fit(student, train, held, args.updates, lr, cfg.sac.batch_size, args.every, args.seed,
+            report["students"][-1]["curve"], saved)
     return 0
 
 
