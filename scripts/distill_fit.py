@@ -32,11 +32,14 @@ from dwc.core.rundir import load_config
 from dwc.models import build_actor
 from dwc.train.checkpoint import load_checkpoint
 from dwc.train.common import flush_denormals
+from dwc.train.optim import WiringAdam
 
 
-def student_for(cfg, width: int, obs_dim: int, act_dim: int, space, normalizer: dict):
-    """A fresh student of the run's circuit at another width, with the run's (frozen) normaliser."""
-    actor = build_actor(dataclasses.replace(cfg.actor, width=width), obs_dim, act_dim, space.low, space.high)
+def student_for(cfg, width: int, wiring_optim: str, obs_dim: int, act_dim: int, space, normalizer: dict):
+    """A fresh student of the run's circuit at another width (and wiring update), with the run's (frozen)
+    normaliser."""
+    actor = build_actor(dataclasses.replace(cfg.actor, width=width, wiring_optim=wiring_optim), obs_dim, act_dim,
+                        space.low, space.high)
     actor.normalizer.load_state_dict(normalizer)
     actor.normalizer.freeze()
     return actor
@@ -56,7 +59,8 @@ def fit(student, train: tuple, held: tuple, updates: int, lr: float, batch: int,
         curve: list, saved=lambda: None) -> list[dict]:
     """Adam on minibatches of ``train``, the rate annealed as the run anneals it; the losses every ``every``
     appended to ``curve``, ``saved()`` called after each (so an interrupted fit keeps what it measured)."""
-    opt = torch.optim.Adam(student.parameters(), lr=lr, fused=True)
+    sparse = any(getattr(m, "wiring_optim", "dense") == "sparse" for m in student.modules())
+    opt = (WiringAdam if sparse else torch.optim.Adam)(student.parameters(), lr=lr, fused=True)
     rng, t0 = np.random.default_rng(seed), time.time()
     for u in range(updates):
         progress = (u + 1) / updates
@@ -84,6 +88,7 @@ def main(argv=None) -> int:
     p.add_argument("run", type=Path, help="a distillation run folder (its checkpoint holds the dataset)")
     p.add_argument("--widths", type=int, nargs="+", help="student widths (default: the run's)")
     p.add_argument("--updates", type=int, default=40000, help="minibatch updates per student (default 40000)")
+    p.add_argument("--wiring-optim", choices=("dense", "sparse"), help="the students' wiring update (default: the run's)")
     p.add_argument("--lr", type=float, help="learning rate (default: the run's --distill-lr)")
     p.add_argument("--every", type=int, default=5000, help="updates between loss measurements (default 5000)")
     p.add_argument("--seed", type=int, default=1)
@@ -106,7 +111,7 @@ def main(argv=None) -> int:
     train, held = (obs[order[:cut]], act[order[:cut]]), (obs[order[cut:]], act[order[cut:]])
     normalizer = {k.removeprefix("normalizer."): v for k, v in ckpt["actor"].items() if k.startswith("normalizer.")}
     lr = args.lr or cfg.distill.distill_lr
-    report = {"run": str(args.run), "env": cfg.env, "states": len(obs), "held_out": len(obs) - cut, "lr": lr,
+    report = {"run": str(args.run), "env": cfg.env, "wiring_optim": args.wiring_optim or cfg.actor.wiring_optim, "states": len(obs), "held_out": len(obs) - cut, "lr": lr,
               "batch_size": cfg.sac.batch_size, "updates": args.updates, "students": []}
 
     def saved():
@@ -114,7 +119,7 @@ def main(argv=None) -> int:
             args.json.write_text(json.dumps(report, indent=2) + "\n")
     for width in args.widths or [cfg.actor.width]:
         print(f"width {width}: {cut} states to fit, {len(obs) - cut} held out, rate {lr:g}", flush=True)
-        student = student_for(cfg, width, ckpt["obs_dim"], ckpt["act_dim"], space, normalizer)
+        student = student_for(cfg, width, args.wiring_optim or cfg.actor.wiring_optim, ckpt["obs_dim"], ckpt["act_dim"], space, normalizer)
         report["students"].append({"width": width, "curve": []})
         fit(student, train, held, args.updates, lr, cfg.sac.batch_size, args.every, args.seed,
             report["students"][-1]["curve"], saved)
