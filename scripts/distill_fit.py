@@ -91,6 +91,8 @@ def main(argv=None) -> int:
     p.add_argument("--wiring-optim", choices=("dense", "sparse"), help="the students' wiring update (default: the run's)")
     p.add_argument("--lr", type=float, help="learning rate (default: the run's --distill-lr)")
     p.add_argument("--every", type=int, default=5000, help="updates between loss measurements (default 5000)")
+    p.add_argument("--states", type=int, help="fit the first N states of the dataset only (the dataset as the run "
+                                               "had it at step N; default all)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", type=Path, help="write the curves here")
     args = p.parse_args(argv)
@@ -105,7 +107,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     import gymnasium as gym
     space = gym.make(cfg.env).action_space
-    obs, act = (torch.as_tensor(np.asarray(ckpt[k]), dtype=torch.float32) for k in ("data_obs", "data_act"))
+    obs, act = (torch.as_tensor(np.asarray(ckpt[k][:args.states]), dtype=torch.float32) for k in ("data_obs", "data_act"))
     order = torch.as_tensor(np.random.default_rng(args.seed).permutation(len(obs)))
     cut = int(0.9 * len(obs))
     train, held = (obs[order[:cut]], act[order[:cut]]), (obs[order[cut:]], act[order[cut:]])
