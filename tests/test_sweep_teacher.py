@@ -103,6 +103,10 @@ def test_a_student_waits_for_its_teacher(tmp_path):
     assert comps["deployed_return"]["ratio"] == pytest.approx(student["frozen_return"] / teacher["float_return"])
     rows = {r["config"]: r for r in rep["rows"]}
     assert rows["student"]["hours"]["median"] == pytest.approx((student["seconds"] + teacher["seconds"]) / 3600, abs=1e-3)
+    # and its env steps count its teacher's in the budget against the paper's (1M steps x 10 seeds)
+    paper = {p["config"]: p for p in rep["paper"]["rows"]}
+    assert rows["student"]["steps_with_teacher"] == 900 and paper["student"]["budget_ratio"] == pytest.approx(900 / 1e7)
+    assert paper["mlp"]["budget_ratio"] == pytest.approx(600 / 1e7)
     # copied elsewhere, the sweep is finished as it was
     shutil.copytree(out, tmp_path / "copy")
     from dwc.flows.sweep import sweep

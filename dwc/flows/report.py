@@ -69,7 +69,9 @@ def aggregate(state: dict, results: list[dict], intervals: bool = False, sweep_d
         row = {"task": task, "config": config, "policy": rs[0]["policy"] if rs else (actor or {}).get("policy"),
                "model": circuit_size(actor) if actor else None,
                "seeds": [r["seed"] for r in rs], "planned": planned[task, config],
-               "train_steps": min((r["train_steps"] for r in rs), default=None)}
+               "train_steps": min((r["train_steps"] for r in rs), default=None),
+               "steps_with_teacher": min((r["steps_with_teacher"] for r in rs if r.get("steps_with_teacher") is not None),
+                                         default=None)}
         for key in FIGURES:
             values = [r[key] for r in rs if r.get(key) is not None]
             row[key] = stats.summarize(values) if intervals and key in RETURNS and values else stats.quartiles(values)
@@ -133,7 +135,8 @@ def paper_rows(rows: list[dict]) -> list[dict]:
                         "n", "median", "median_ci_low", "median_ci_high", "iqm", "ci_low", "ci_high", "note")},
                     "published_median": pub, "published_model": published.MODELS.get(r["policy"]) if pub else None,
                     "ratio_to_published": q["median"] / pub if pub and q.get("median") is not None else None,
-                    "budget_ratio": published.budget_ratio(r["train_steps"], len(r["seeds"]))})
+                    "budget_ratio": published.budget_ratio(r.get("steps_with_teacher") or r["train_steps"],
+                                                           len(r["seeds"]))})
     return out
 
 
@@ -157,7 +160,8 @@ PAPER_LEGEND = (f"Published: {published.SOURCE}; paper median = its FP32 MLP 2 x
                 "small quantised MLP for qmlp, its DWC 2 x 1024 LUT6 (B = 63) for dwc, whatever this sweep's sizes "
                 "(model). return = the deployed policy: the frozen integer circuit where the policy has one, else "
                 "the float policy. ours / paper = our median / the published one; budget / paper = our env steps x "
-                f"finished seeds / ({published.STEPS:,} x {published.SEEDS}). Below {stats.MIN_SEEDS} seeds no CI "
+                f"finished seeds / ({published.STEPS:,} x {published.SEEDS}), a distilled run's steps counting its "
+                "teacher's too. Below {stats.MIN_SEEDS} seeds no CI "
                 "(\"n = k, no CI\").")
 
 

@@ -62,12 +62,15 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
             r = json.loads(p.read_text())
             results.append(dict(r, dir=str(sweep_dir / rec["dir"]), precision=cfg.get("precision"),
                                 options=_options(cfg), deployed_return=deployed_return(r)))
-    # a distilled run's cost counts its teacher's (both trained on this kind of worker)
+    # a distilled run's cost counts its teacher's (both trained on this kind of worker), in hours and env steps
     seconds = {r["id"]: r.get("seconds") for r in results}
+    steps = {r["id"]: r.get("train_steps") for r in results}
     for r in results:
         if r.get("seconds") is not None:
             teacher = seconds.get(r.get("teacher")) if r.get("teacher") else 0.0
             r["hours_with_teacher"] = None if teacher is None else round((r["seconds"] + teacher) / 3600, 3)
+        teacher = steps.get(r.get("teacher")) if r.get("teacher") else 0
+        r["steps_with_teacher"] = None if teacher is None or r.get("train_steps") is None else r["train_steps"] + teacher
     return state, results
 
 
