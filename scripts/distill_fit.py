@@ -32,6 +32,7 @@ from dwc.core.rundir import load_config
 from dwc.models import build_actor
 from dwc.train.checkpoint import load_checkpoint
 from dwc.train.common import flush_denormals
+from dwc.train.distill import action_error, annealed_lr
 from dwc.train.optim import WiringAdam
 
 
@@ -50,32 +51,30 @@ def loss_on(student, obs: torch.Tensor, act: torch.Tensor, chunk: int = 4096) ->
     total = 0.0
     with torch.no_grad():
         for i in range(0, len(obs), chunk):
-            mean, _ = student.dist_params(obs[i:i + chunk])
-            total += ((student.squash(mean) - act[i:i + chunk]) / student.action_scale).square().sum().item()
+            total += action_error(student, obs[i:i + chunk], act[i:i + chunk]).sum().item()
     return total / (len(obs) * act.shape[1])
 
 
-def fit(student, train: tuple, held: tuple, updates: int, lr: float, batch: int, every: int, seed: int,
-        curve: list, saved=lambda: None) -> list[dict]:
-    """Adam on minibatches of ``train``, the rate annealed as the run anneals it; the losses every ``every``
-    appended to ``curve``, ``saved()`` called after each (so an interrupted fit keeps what it measured)."""
-    sparse = any(getattr(m, "wiring_optim", "dense") == "sparse" for m in student.modules())
-    opt = (WiringAdam if sparse else torch.optim.Adam)(student.parameters(), lr=lr, fused=True)
+def fit(student, wiring_optim: str, train: tuple, held: tuple, updates: int, lr: float, batch: int, every: int,
+        seed: int, curve: list, saved=lambda: None) -> list[dict]:
+    """Adam (WiringAdam for the sparse wiring update, as a run) on minibatches of ``train``, the rate annealed as
+    a run anneals it; the losses every ``every`` appended to ``curve``, ``saved()`` called after each (so an
+    interrupted fit keeps what it measured)."""
+    opt = (WiringAdam if wiring_optim == "sparse" else torch.optim.Adam)(student.parameters(), lr=lr, fused=True)
     rng, t0 = np.random.default_rng(seed), time.time()
     for u in range(updates):
         progress = (u + 1) / updates
-        opt.param_groups[0]["lr"] = lr * (1.0 - progress) + 1e-3 * lr * progress
+        opt.param_groups[0]["lr"] = annealed_lr(lr, progress)
         idx = torch.as_tensor(rng.integers(0, len(train[0]), batch))
         with flush_denormals():
-            mean, _ = student.dist_params(train[0][idx])
-            err = ((student.squash(mean) - train[1][idx]) / student.action_scale).square().mean()
+            err = action_error(student, train[0][idx], train[1][idx]).mean()
             opt.zero_grad(set_to_none=True)
             err.backward()
             opt.step()
             student.constrain_()
         if (u + 1) % every == 0 or u + 1 == updates:
-            curve.append({"updates": u + 1, "train_loss": loss_on(student, *train), "held_out_loss": loss_on(student, *held),
-                          "seconds": round(time.time() - t0, 1)})
+            curve.append({"updates": u + 1, "train_loss": loss_on(student, *train),
+                          "held_out_loss": loss_on(student, *held), "seconds": round(time.time() - t0, 1)})
             print(f"  {u + 1:>7} updates: train {curve[-1]['train_loss']:.4f}  held out {curve[-1]['held_out_loss']:.4f}"
                   f"  ({curve[-1]['seconds']:.0f} s)", flush=True)
             saved()
@@ -107,23 +106,25 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     import gymnasium as gym
     space = gym.make(cfg.env).action_space
-    obs, act = (torch.as_tensor(np.asarray(ckpt[k][:args.states]), dtype=torch.float32) for k in ("data_obs", "data_act"))
+    obs, act = (torch.as_tensor(np.asarray(ckpt[k][:args.states]), dtype=torch.float32)
+                for k in ("data_obs", "data_act"))
     order = torch.as_tensor(np.random.default_rng(args.seed).permutation(len(obs)))
     cut = int(0.9 * len(obs))
     train, held = (obs[order[:cut]], act[order[:cut]]), (obs[order[cut:]], act[order[cut:]])
     normalizer = {k.removeprefix("normalizer."): v for k, v in ckpt["actor"].items() if k.startswith("normalizer.")}
-    lr = args.lr or cfg.distill.distill_lr
-    report = {"run": str(args.run), "env": cfg.env, "wiring_optim": args.wiring_optim or cfg.actor.wiring_optim, "states": len(obs), "held_out": len(obs) - cut, "lr": lr,
-              "batch_size": cfg.sac.batch_size, "updates": args.updates, "students": []}
+    lr, wiring_optim = args.lr or cfg.distill.distill_lr, args.wiring_optim or cfg.actor.wiring_optim
+    report = {"run": str(args.run), "env": cfg.env, "wiring_optim": wiring_optim, "states": len(obs),
+              "held_out": len(obs) - cut, "lr": lr, "batch_size": cfg.sac.batch_size, "updates": args.updates,
+              "students": []}
 
     def saved():
         if args.json:
             args.json.write_text(json.dumps(report, indent=2) + "\n")
     for width in args.widths or [cfg.actor.width]:
         print(f"width {width}: {cut} states to fit, {len(obs) - cut} held out, rate {lr:g}", flush=True)
-        student = student_for(cfg, width, args.wiring_optim or cfg.actor.wiring_optim, ckpt["obs_dim"], ckpt["act_dim"], space, normalizer)
+        student = student_for(cfg, width, wiring_optim, ckpt["obs_dim"], ckpt["act_dim"], space, normalizer)
         report["students"].append({"width": width, "curve": []})
-        fit(student, train, held, args.updates, lr, cfg.sac.batch_size, args.every, args.seed,
+        fit(student, wiring_optim, train, held, args.updates, lr, cfg.sac.batch_size, args.every, args.seed,
             report["students"][-1]["curve"], saved)
     return 0
 

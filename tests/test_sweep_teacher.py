@@ -107,6 +107,8 @@ def test_a_student_waits_for_its_teacher(tmp_path):
     paper = {p["config"]: p for p in rep["paper"]["rows"]}
     assert rows["student"]["steps_with_teacher"] == 900 and paper["student"]["budget_ratio"] == pytest.approx(900 / 1e7)
     assert paper["mlp"]["budget_ratio"] == pytest.approx(600 / 1e7)
+    from dwc.flows.stats import MIN_SEEDS
+    assert f"Below {MIN_SEEDS} seeds no CI" in rep["paper"]["legend"]
     # copied elsewhere, the sweep is finished as it was
     shutil.copytree(out, tmp_path / "copy")
     from dwc.flows.sweep import sweep

@@ -11,8 +11,8 @@ from dwc.cli import main
 
 
 # Wall (user) seconds at a load average of ~6 on 2 cores: machxo2 20 (8), gatemate 38 (14), nexus 83 (33);
-# all three run in CI: one reduced place and route per family. The shipped gate network instead: machxo2 refused in 21 s (does not fit),
-# gatemate 242 (94), nexus 161 (72), gowin-4k 190 (71): too long for CI.
+# all three run in CI: one reduced place and route per family. The shipped gate network instead: machxo2
+# refused in 21 s (does not fit), gatemate 242 (94), nexus 161 (72), gowin-4k 190 (71): too long for CI.
 @pytest.mark.slow
 @pytest.mark.parametrize("target,family", [pytest.param("machxo2", "machxo2-1200", marks=pytest.mark.ci),
                                            pytest.param("gatemate", "gatemate-a1", marks=pytest.mark.ci),

@@ -161,7 +161,7 @@ PAPER_LEGEND = (f"Published: {published.SOURCE}; paper median = its FP32 MLP 2 x
                 "(model). return = the deployed policy: the frozen integer circuit where the policy has one, else "
                 "the float policy. ours / paper = our median / the published one; budget / paper = our env steps x "
                 f"finished seeds / ({published.STEPS:,} x {published.SEEDS}), a distilled run's steps counting its "
-                "teacher's too. Below {stats.MIN_SEEDS} seeds no CI "
+                f"teacher's too. Below {stats.MIN_SEEDS} seeds no CI "
                 "(\"n = k, no CI\").")
 
 

@@ -125,6 +125,19 @@ def teacher_summary(path: Path) -> dict:
             "mean_return": ret}
 
 
+def action_error(student, obs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The distillation loss per element: the squared difference of the student's deterministic action from
+    the teacher's, in half action ranges."""
+    mean, _ = student.dist_params(obs)
+    return ((student.squash(mean) - labels) / student.action_scale).square()
+
+
+def annealed_lr(lr: float, progress: float) -> float:
+    """The rate at ``progress`` (0..1) of the updates: linear from ``lr`` to 1/1000 of it, so the last
+    updates settle the circuit instead of leaving it wherever a full-size last step put it."""
+    return lr * (1.0 - progress) + 1e-3 * lr * progress
+
+
 def train_distill(cfg: TrainConfig, run: RunDir, device: torch.device):
     """A distillation run, in steps: set up (or resume), then per DAgger iteration roll out and label,
     regress the student onto the labels, log and checkpoint. Returns the student."""
@@ -216,12 +229,9 @@ class _Distill:
         for u in range(self.counters.get("updates_done", 0), updates):
             progress = (start + (end - start) * (u + 1) / updates) / cfg.steps
             with interrupts_held(), flush_denormals():  # a checkpoint never sees a half-applied optimiser step
-                # the rate anneals linearly to zero: the last iteration settles the circuit instead
-                # of leaving it wherever a full-size last step put it
-                self.opt.param_groups[0]["lr"] = dc.distill_lr * (1.0 - progress) + 1e-3 * dc.distill_lr * progress
+                self.opt.param_groups[0]["lr"] = annealed_lr(dc.distill_lr, progress)
                 idx = self.rng.integers(0, self.loop.step, cfg.sac.batch_size)
-                mean, _ = student.dist_params(self._t(self.data_obs[idx]))
-                err = ((student.squash(mean) - self._t(self.data_act[idx])) / student.action_scale).square().mean()
+                err = action_error(student, self._t(self.data_obs[idx]), self._t(self.data_act[idx])).mean()
                 self.opt.zero_grad(set_to_none=True)
                 err.backward()
                 self.opt.step()
