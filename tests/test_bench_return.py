@@ -42,6 +42,7 @@ def test_both_sides_train_on_the_same_task_seeds_and_budget_and_are_reported(tmp
     assert again.returncode == 0 and "0 runs to train (4 finished already)" in again.stdout
 
 
+@pytest.mark.slow  # ~30 s; not in CI, which runs the bench's own test above
 def test_a_referee_run_resumes_from_its_checkpoint(tmp_path):
     out = tmp_path / "sb3"
     common = ["--env", "Hopper-v5", "--seed", "3", "--learning-starts", "500", "--eval-episodes", "1",

@@ -178,7 +178,7 @@ GOWIN_BOARD_PINS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("board", ["tangnano9k", pytest.param("tangprimer20k", marks=pytest.mark.ci)])  # ~20 s each
+@pytest.mark.parametrize("board", ["tangnano9k", "tangprimer20k"])  # ~20 s each
 def test_gowin_board_top_builds_a_bitstream(small_build, board, capsys):
     """Core + UART link on an amaranth-boards Gowin board, through yosys, nextpnr-himbaechel-gowin and
     gowin_pack, on the board's own pins."""

@@ -78,8 +78,7 @@ def hil(build, url, *args) -> tuple[int, dict]:
     return code, json.loads((build / "hil_report.json").read_text())
 
 
-@pytest.mark.slow
-@pytest.mark.ci
+@pytest.mark.slow  # not in CI: test_verify's dwc hil --sim covers the UART link and its faults
 def test_hil_over_a_virtual_board_recovers_from_every_fault(build, capsys):
     """Every fault kind at the socket, both directions, and a dropped connection: the host resends,
     skips garbage, reconnects; every action equals the reference's. A second host session on the same

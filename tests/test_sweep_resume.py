@@ -14,6 +14,8 @@ from dwc.flows.report import report
 from dwc.flows.sweep_spec import load_spec
 from helpers import SMALL_SWEEP, wait_for, write_spec
 
+FIRST = 800  # the first budget's steps (checkpoints every 200, so the killed worker has one to resume from)
+
 
 @pytest.mark.slow
 @pytest.mark.ci
@@ -30,7 +32,7 @@ steps: {steps}
 options: {options}
 configs: {{dwc: {{policy: dwc}}}}
 """
-    spec = write_spec(tmp_path / "small.yaml", spec_text.format(steps=1400, options=json.dumps(SMALL_SWEEP)))
+    spec = write_spec(tmp_path / "small.yaml", spec_text.format(steps=FIRST, options=json.dumps(SMALL_SWEEP)))
     out = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "dwc", "sweep", str(spec), "--out", str(out), "--no-progress"]
     runs = {f"{t}/seed{s}": out / "runs" / t / "dwc" / f"seed{s}"
@@ -42,7 +44,7 @@ configs: {{dwc: {{policy: dwc}}}}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                             env={k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"})
     try:
-        wait_for(lambda: (victim / "run/checkpoint.pt").exists() and (victim / "attempts.jsonl").exists(), 120,
+        wait_for(lambda: (victim / "run/checkpoint.pt").exists() and (victim / "attempts.jsonl").exists(), 300,
                   "the first checkpoint")
         pid = json.loads((victim / "attempts.jsonl").read_text().splitlines()[0])["pid"]
         os.kill(pid, signal.SIGKILL)
@@ -58,10 +60,10 @@ configs: {{dwc: {{policy: dwc}}}}
     words = [l for l in (victim / "run/commands.txt").read_text().splitlines() if l.startswith("dwc train")]
     assert "--resume" not in words[0] and "--resume" in words[1]  # each leg as the dwc train command it equals
     assert [json.loads(l)["resumed"] for l in (victim / "attempts.jsonl").read_text().splitlines()] == [False, True]
-    assert all(json.loads((d / "result.json").read_text())["train_steps"] == 1400 for d in runs.values())
+    assert all(json.loads((d / "result.json").read_text())["train_steps"] == FIRST for d in runs.values())
 
     # 2. a longer budget, the driver stopped with runs unfinished, and started again
-    steps = 3000  # 1,600 more steps: room for the stop to land while the last runs train
+    steps = FIRST + 1400  # room for the stop to land while the last runs train
     write_spec(spec, spec_text.format(steps=steps, options=json.dumps(SMALL_SWEEP)))
     log = open(tmp_path / "driver2.log", "w")
     # started the way a background job is (`nohup dwc sweep ... &`): SIGINT ignored, in Ray's workers too
@@ -69,14 +71,14 @@ configs: {{dwc: {{policy: dwc}}}}
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         done = lambda d: (d / "result.json").exists() and json.loads((d / "result.json").read_text())["train_steps"] == steps
-        # every run into its second leg's training loop first (it has logged a step past 1400), so
+        # every run into its second leg's training loop first (it has logged a step past FIRST), so
         # the stop lands in the loops of the unfinished ones (what this part tests), not in a
         # worker that is still starting
         def training(d):
-            if "# from step 1400" not in (d / "run/commands.txt").read_text():
+            if f"# from step {FIRST}" not in (d / "run/commands.txt").read_text():
                 return False
             try:  # the last line may be half-written
-                return json.loads((d / "run/metrics.jsonl").read_text().splitlines()[-1])["step"] > 1400
+                return json.loads((d / "run/metrics.jsonl").read_text().splitlines()[-1])["step"] > FIRST
             except (ValueError, KeyError, IndexError):
                 return False
         wait_for(lambda: any(done(d) for d in runs.values()) and all(done(d) or training(d) for d in runs.values()),
@@ -98,7 +100,7 @@ configs: {{dwc: {{policy: dwc}}}}
     import torch
     at = {str(d.relative_to(out / "runs")): torch.load(d / "run/checkpoint.pt", weights_only=False)["step"]
           for k, d in runs.items() if k not in finished_before}
-    assert all(1400 < s < steps for s in at.values())
+    assert all(FIRST < s < steps for s in at.values())
     assert {r["id"]: (r["state"], r["checkpoint_step"], r["steps"]) for r in report(out)["unfinished"]} == \
         {rid: ("started", s, steps) for rid, s in at.items()}
     assert "Not finished: " in (out / "report.md").read_text()

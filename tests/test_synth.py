@@ -75,8 +75,7 @@ def test_synth_reports_the_devices_cells_and_pins(small_build, target):
 
 
 @pytest.mark.slow
-@pytest.mark.ci  # ~1 minute each: two small place-and-route runs
-@pytest.mark.parametrize("target", ["ice40-up5k", "ecp5-25k"])
+@pytest.mark.parametrize("target", ["ice40-up5k", "ecp5-25k"])  # ~1 minute each
 def test_placed_pins_fed_back_with_pins_reproduce_the_placement(small_build, target, tmp_path):
     """The constraints file dwc synth writes, given back with --pins, gives nextpnr the same pins."""
     import shutil
@@ -136,7 +135,7 @@ def test_router1_that_runs_out_of_its_budget_hands_the_design_to_router2(small_b
 
 
 @pytest.mark.slow
-@pytest.mark.ci  # ~1 minute: yosys for the 25k, then one small place-and-route run on the 45k
+# ~1 minute: yosys for the 25k, then one small place-and-route run on the 45k
 def test_a_family_target_takes_the_smallest_device_the_core_fits(small_build, tmp_path, capsys, monkeypatch):
     """--target ecp5 tries the ECP5 devices in order of size: one the core does not fit is skipped, with
     its reason in the report, and the next one is placed and routed."""
@@ -356,7 +355,7 @@ def test_a_board_build_whose_tools_fail_says_so_with_their_last_lines(small_buil
 
 
 @pytest.mark.slow
-@pytest.mark.ci  # ~1 minute: a small board top built twice
+# ~1 minute: a small board top built twice (CI runs router2's hand-over on a core instead)
 def test_a_board_top_whose_router1_runs_out_of_its_budget_is_built_with_router2(small_build, tmp_path, capsys):
     import shutil
     out = tmp_path / "b"
@@ -387,7 +386,7 @@ def test_default_options_follow_the_pipelining():
 
 
 @pytest.mark.slow
-@pytest.mark.ci  # ~1 minute: a few small place-and-route runs
+# ~1.5 minutes: a few small place-and-route runs
 def test_pipeline_auto_picks_the_fewest_stages_that_reach_the_clock(tmp_path):
     """Timing-aware lowering on measured Fmax: every tried design really went through nextpnr; the
     choice meets the clock and every shallower design tried misses it; the core written has the
