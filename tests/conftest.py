@@ -1,11 +1,12 @@
 """Fixtures shared by the test modules (plain helpers: helpers.py)."""
 import pytest
 
-# CI runs the suite on two workers a file at a time (--dist loadfile), in collection order: the files that
-# take longest go first, so that neither worker is left with one of them alone at the end (up to 12 minutes
-# of a CI run on one core). Measured in a CI run (pytest --durations); the rest keep their order.
-LONGEST_FIRST = ("test_sac_learns_ant.py", "test_train_learns.py", "test_synth.py", "test_sweep_resume.py",
-                 "test_verify.py", "test_build.py", "test_train.py", "test_distill.py")
+# CI runs the suite on two workers a file at a time (--dist loadfile), in collection order
+# (--no-loadscope-reorder: xdist would otherwise put the files with most tests first, and a long
+# one-test file such as the Ant check last, one worker idle while it runs): the files that take longest go
+# first. Measured in a CI run (pytest --durations); the rest keep their order.
+LONGEST_FIRST = ("test_sac_learns_ant.py", "test_sweep_resume.py", "test_verify.py", "test_train_learns.py",
+                 "test_build.py", "test_bitstream.py", "test_synth.py", "test_distill.py")
 
 
 def pytest_collection_modifyitems(items):
