@@ -21,6 +21,7 @@ from dwc.ir import Graph
 from dwc.core.rundir import write_json
 
 from dwc.core.defaults import BAUD  # the board tops' UART rate
+from dwc.fpga.devices import BOARD_DEVICE, BOARDS
 
 
 # amaranth 0.5's Apicula flow calls the legacy nextpnr-gowin (--family, --cst); YoWASP ships its successor,
@@ -60,10 +61,6 @@ def _platforms():
                                                                     "on H11, the dock's USB-UART on T13/M11")}
 
 
-BOARDS = ("ulx3s", "icebreaker", "tangnano9k", "tangprimer20k")
-BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iCE40 UP5K)",
-                "tangnano9k": "Tang Nano 9K (Gowin GW1NR-LV9QN88PC6/I5)",
-                "tangprimer20k": "Tang Primer 20K on its Dock (Gowin GW2A-LV18PG256C8/I7)"}
 
 
 BAUD_TOLERANCE = 0.02  # a UART's bit clock may be off by this much from the other end's and still sample mid-bit

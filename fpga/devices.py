@@ -69,6 +69,14 @@ TARGETS = {
 FAMILY_DEVICES = {name: f.devices for name, f in FAMILIES.items() if name not in TARGETS}
 
 
+# The boards a board top is built for (dwc.fpga.boards), here so a command's --help lists them without
+# importing Amaranth
+BOARD_DEVICE = {"ulx3s": "ULX3S (ECP5 LFE5U-85F)", "icebreaker": "iCEBreaker (iCE40 UP5K)",
+                "tangnano9k": "Tang Nano 9K (Gowin GW1NR-LV9QN88PC6/I5)",
+                "tangprimer20k": "Tang Primer 20K on its Dock (Gowin GW2A-LV18PG256C8/I7)"}
+BOARDS = tuple(BOARD_DEVICE)
+
+
 def target_names() -> list[str]:
     """What a --target takes: a device, or a family for its smallest device that fits."""
     return [*TARGETS, *FAMILY_DEVICES]

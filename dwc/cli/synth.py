@@ -48,7 +48,7 @@ decoder of them is in dwc yet).
 
 def add(sub):
     from dwc.core.tools import ROUTE_BUDGET_S
-    from dwc.fpga.devices import target_names
+    from dwc.fpga.devices import BOARDS, target_names
     p = sub.add_parser("synth", help="synthesise, place and route the compiled core for an FPGA; bitstream + report",
                        description="Synthesise the compiled core with yosys for an FPGA family, place and route it "
                                    "with nextpnr, pack a bitstream, and report resources, Fmax and throughput.",
@@ -57,7 +57,7 @@ def add(sub):
     p.add_argument("--target", action="append", choices=target_names(), default=[],
                    help="FPGA target: a device, or a family (ecp5, ice40) for the smallest of its devices that the "
                         "core fits; repeat for several")
-    p.add_argument("--board", action="append", choices=["ulx3s", "icebreaker", "tangnano9k", "tangprimer20k"], default=[],
+    p.add_argument("--board", action="append", choices=BOARDS, default=[],
                    help="a board top: the core behind a UART link (dwc.rtl.link), built to a bitstream; "
                         "repeat for several")
     p.add_argument("--baud", type=baud_rate, metavar="RATE",
