@@ -163,7 +163,7 @@ def test_report_gives_cis_and_compares_with_the_stated_baseline(tmp_path, few_re
     assert [(r["config"], r["seed"]) for r in runs] == [(c, s) for c in RUNS for s in sorted(RUNS[c])]
     assert all(r["float_return"] == RUNS[r["config"]][r["seed"]][0] for r in runs)
     assert json.loads((sweep / "report.json").read_text())["runs"] == runs
-    assert "| T-v0 | alpha | 5 | 1000 | 240.0 | 239.0 | - | 64 | 8 | - | ecp5-45k |" in md
+    assert "| T-v0 | alpha | 5 | 1000 | 240.0 | 239.0 | - | 64 | 8 | - | - | ecp5-45k |" in md
     assert (sweep / "curves_T-v0.png").stat().st_size > 1000
 
 

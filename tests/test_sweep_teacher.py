@@ -2,12 +2,17 @@
 from that config's run of the same task and seed, which Ray trains first."""
 import json
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from dwc.cli import main
 from dwc.core.errors import UserError
 from dwc.flows.sweep_spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SPEC = """
 tasks: [InvertedPendulum-v5]
@@ -94,6 +99,16 @@ def test_a_student_waits_for_its_teacher(tmp_path):
     # the student started after its teacher's result was written (each attempt records its start time)
     started = json.loads((runs / "student/seed2/attempts.jsonl").read_text().splitlines()[0])["time"]
     assert started >= (runs / "mlp/seed2/result.json").stat().st_mtime
+    # without a hardware stage a circuit still records its size, as dwc compile counts it; a float MLP has none
+    main(["compile", str(runs / "student/seed2/run"), "--out", str(tmp_path / "c"), "--no-progress"])
+    counts = json.loads((tmp_path / "c/compile_report.json").read_text())["counts"]
+    assert (student["ir_luts"], student["comparators"]) == (counts["luts"], counts["comparators"]) != (None, None)
+    assert teacher["ir_luts"] is None and teacher["comparators"] is None
+    # a run that finished before sizes were recorded gets them from scripts/circuit_size.py
+    path = runs / "student/seed2/result.json"
+    path.write_text(json.dumps(dict(student, ir_luts=None, comparators=None)))
+    subprocess.run([sys.executable, "scripts/circuit_size.py", str(out)], check=True, cwd=ROOT, capture_output=True)
+    assert json.loads(path.read_text()) == student
     # the report pairs each student with its own teacher (300 steps against 600), also as deployed: the
     # frozen circuit against the float MLP; a student's hours count its teacher's
     from dwc.flows.report import report

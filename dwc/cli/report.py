@@ -8,7 +8,8 @@ from pathlib import Path
 def add(sub):
     p = sub.add_parser("report", help="paper-style table and learning curves of a sweep",
                        description="Per task and config, over seeds: the IQM with a 95% bootstrap CI, the median "
-                                   "and quartiles of the float, frozen and hardware (Verilator) return, LUTs, Fmax; "
+                                   "and quartiles of the float, frozen and hardware (Verilator) return, the circuit's size "
+                                   "(IR LUTs and comparators; FPGA LUTs where synthesised), Fmax; "
                                    "each finished run by seed; each config compared with the earlier configs of "
                                    "the spec it shares its precision with or differs from in precision alone, over "
                                    "paired seeds. Writes "

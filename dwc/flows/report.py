@@ -105,8 +105,8 @@ def table(rows: list[dict], markdown: bool = False) -> str:
     """Returns as IQM [95% CI] (median [quartiles] for rows aggregated without intervals), LUTs, Fmax,
     latency and the FPGA the circuits were placed on."""
     ret = lambda q: stats.fmt(q) if q and "iqm" in q else _cell(q)
-    head = ["task", "config", "seeds", "steps", "float return", "frozen return", "hardware return", "LUTs", "Fmax MHz",
-            "latency cycles", "FPGA", "hours a run"]
+    head = ["task", "config", "seeds", "steps", "float return", "frozen return", "hardware return", "IR LUTs",
+            "comparators", "FPGA LUTs", "Fmax MHz", "latency cycles", "FPGA", "hours a run"]
     body = []
     for r in rows:
         hw = ret(r["rtl_return"])
@@ -114,7 +114,8 @@ def table(rows: list[dict], markdown: bool = False) -> str:
             hw += " (DIFFERS from frozen)"
         body.append([r["task"], r["config"], f"{len(r['seeds'])}/{r['planned']}", str(r["train_steps"] or "-"),
                      ret(r["float_return"]), ret(r["frozen_return"]), hw,
-                     _cell(r["luts"] or r["ir_luts"], "{:.0f}"), _cell(r["fmax_mhz"]),
+                     _cell(r["ir_luts"], "{:.0f}"), _cell(r["comparators"], "{:.0f}"), _cell(r["luts"], "{:.0f}"),
+                     _cell(r["fmax_mhz"]),
                      _cell(r["latency_cycles"], "{:.0f}"), "/".join(r.get("targets") or []) or "-",
                      _cell(r.get("hours"), "{:.2f}")])
     return _grid(head, body, markdown)
@@ -187,12 +188,12 @@ def by_seed(rows: list[dict], results: list[dict]) -> list[dict]:
 def seed_table(runs: list[dict], markdown: bool = False) -> str:
     """One line per finished run: its returns, its circuit's size and clock and the device it was placed on."""
     num = lambda x, fmt="{:.1f}": "-" if x is None else fmt.format(x)  # noqa: E731
-    head = ["task", "config", "seed", "steps", "float return", "frozen return", "hardware return", "LUTs",
-            "comparators", "Fmax MHz", "FPGA"]
+    head = ["task", "config", "seed", "steps", "float return", "frozen return", "hardware return", "IR LUTs",
+            "comparators", "FPGA LUTs", "Fmax MHz", "FPGA"]
     body = [[r["task"], r["config"], str(r["seed"]), num(r["train_steps"], "{:d}"), num(r["float_return"]),
              num(r["frozen_return"]),
              num(r["rtl_return"]) + (" (DIFFERS from frozen)" if r["rtl_equals_frozen"] is False else ""),
-             num(r["luts"] if r["luts"] is not None else r["ir_luts"], "{:.0f}"), num(r["comparators"], "{:.0f}"),
+             num(r["ir_luts"], "{:.0f}"), num(r["comparators"], "{:.0f}"), num(r["luts"], "{:.0f}"),
              num(r["fmax_mhz"]), r["target"] or "-"] for r in runs]
     return _grid(head, body, markdown)
 

@@ -171,6 +171,8 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float, trained_on: st
               "frozen_returns": ev["frozen"]["returns"] if circuit else None,
               "hardware": job["hardware"], "rtl_return": None, "rtl_equals_frozen": None, "luts": None,
               "lut4_sites": None, "fmax_mhz": None, "ir_luts": None, "comparators": None, "latency_cycles": None}
+    if circuit and not job["hardware"] and cfg.actor.policy != "qmlp":
+        result.update(circuit_size(run))
     if job["hardware"]:
         hw = job["hardware"]
         s = build(d / "build", from_run=run, target=hw["target"], pipeline=hw["pipeline"],
@@ -182,6 +184,16 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float, trained_on: st
     result["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(d / RESULT, result)
     return result
+
+
+def circuit_size(run: Path) -> dict:
+    """IR LUTs and comparators of a run's circuit after the IR passes: a few seconds where the hardware stage
+    (Verilog, Verilator, synthesis) takes minutes, so every LUT circuit in a sweep's table has its size (a
+    quantised MLP's waits for the hardware stage: a wide one's arithmetic takes long to lower)."""
+    from dwc.flows.compile import freeze_run
+    from dwc.ir.passes import optimize
+    counts = optimize(freeze_run(run))[0].counts()
+    return {"ir_luts": counts["luts"], "comparators": counts["comparators"]}
 
 
 def _start_ray(address: str | None, cpus: int | None):
