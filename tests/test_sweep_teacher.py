@@ -118,6 +118,9 @@ def test_a_student_waits_for_its_teacher(tmp_path):
     assert comps["deployed_return"]["ratio"] == pytest.approx(student["frozen_return"] / teacher["float_return"])
     rows = {r["config"]: r for r in rep["rows"]}
     assert rows["student"]["hours"]["median"] == pytest.approx((student["seconds"] + teacher["seconds"]) / 3600, abs=1e-3)
+    # what its CPU time bought: the circuit's return over those hours
+    hours = round((student["seconds"] + teacher["seconds"]) / 3600, 3)
+    assert rows["student"]["return_per_hour"]["median"] == pytest.approx(student["frozen_return"] / hours)
     # and its env steps count its teacher's in the budget against the paper's (1M steps x 10 seeds)
     paper = {p["config"]: p for p in rep["paper"]["rows"]}
     assert rows["student"]["steps_with_teacher"] == 900 and paper["student"]["budget_ratio"] == pytest.approx(900 / 1e7)

@@ -76,6 +76,9 @@ def aggregate(state: dict, results: list[dict], intervals: bool = False, sweep_d
             values = [r[key] for r in rs if r.get(key) is not None]
             row[key] = stats.summarize(values) if intervals and key in RETURNS and values else stats.quartiles(values)
         row["hours"] = stats.quartiles([r["hours_with_teacher"] for r in rs if r.get("hours_with_teacher") is not None])
+        # what a user's CPU time buys: each run's deployed return over its hours, its teacher's counted
+        row["return_per_hour"] = stats.quartiles([r["deployed_return"] / r["hours_with_teacher"] for r in rs
+                                                  if r.get("hours_with_teacher") and r.get("deployed_return") is not None])
         eq = [r["rtl_equals_frozen"] for r in rs if r.get("rtl_equals_frozen") is not None]
         row["rtl_equals_frozen"] = all(eq) if eq else None
         # the device each circuit was placed on: with a family target, the smallest that fits, per seed
@@ -136,6 +139,7 @@ def paper_rows(rows: list[dict]) -> list[dict]:
                         "n", "median", "median_ci_low", "median_ci_high", "iqm", "ci_low", "ci_high", "note")},
                     "published_median": pub, "published_model": published.MODELS.get(r["policy"]) if pub else None,
                     "ratio_to_published": q["median"] / pub if pub and q.get("median") is not None else None,
+                    "return_per_hour": (r.get("return_per_hour") or {}).get("median"),
                     "budget_ratio": published.budget_ratio(r.get("steps_with_teacher") or r["train_steps"],
                                                            len(r["seeds"]))})
     return out
@@ -148,12 +152,13 @@ def _ratio(x: float | None) -> str:
 def paper_table(prow: list[dict], markdown: bool = False) -> str:
     """Our median and IQM with their 95% CIs beside the published median, and the budget ratio."""
     head = ["task", "config", "model", "return", "median [95% CI]", "IQM [95% CI]", "paper median", "ours / paper",
-            "steps x seeds", "budget / paper"]
+            "steps x seeds", "budget / paper", "return per hour"]
     body = [[p["task"], p["config"], p["model"] or "-", p["figure"], stats.fmt(p if p["n"] else None, "median"),
              stats.fmt(p if p["n"] else None), "-" if p["published_median"] is None else f"{p['published_median']:.0f}",
              _ratio(p["ratio_to_published"]),
              f"{p['train_steps']:,} x {p['seeds']}" if p["train_steps"] else f"- x 0/{p['planned']}",
-             _ratio(p["budget_ratio"])] for p in prow]
+             _ratio(p["budget_ratio"]), "-" if p["return_per_hour"] is None else f"{p['return_per_hour']:.0f}"]
+            for p in prow]
     return _grid(head, body, markdown)
 
 
@@ -162,7 +167,9 @@ PAPER_LEGEND = (f"Published: {published.SOURCE}; paper median = its FP32 MLP 2 x
                 "(model). return = the deployed policy: the frozen integer circuit where the policy has one, else "
                 "the float policy. ours / paper = our median / the published one; budget / paper = our env steps x "
                 f"finished seeds / ({published.STEPS:,} x {published.SEEDS}), a distilled run's steps counting its "
-                f"teacher's too. Below {stats.MIN_SEEDS} seeds no CI "
+                f"teacher's too; return per hour = the median over seeds of each run's return / its wall-clock hours "
+                f"(a distilled run's teacher's included), what a CPU-hour of this machine bought. Below "
+                f"{stats.MIN_SEEDS} seeds no CI "
                 "(\"n = k, no CI\").")
 
 
@@ -217,7 +224,8 @@ LEGEND = ("Returns: each run's mean deterministic return over the evaluation epi
           "their median [25th, 75th percentile]. float = the trained policy and frozen = its integer circuit "
           "(reference executor), over the evaluation episodes; hardware = the Verilog in Verilator, closed loop, "
           "over the same episodes (or the first hardware.episodes of them; flagged if it differs from the frozen "
-          "circuit's on any); LUTs = synthesised LUTs (IR LUTs without a synthesis target), Fmax and latency "
+          "circuit's on any); IR LUTs and comparators = the circuit after the IR passes; FPGA LUTs = synthesised "
+          "LUTs (LUT4 on ECP5 and iCE40), Fmax and latency "
           "(clock cycles from observation in to action out): median [25th, 75th percentile]; FPGA = the device(s) "
           "the circuits were placed on (with a family target, the smallest each seed's circuit fits); hours a run = "
           "its wall-clock hours on its worker, training, evaluation and hardware stages, a distilled run's with "
