@@ -279,3 +279,16 @@ def test_codesign_reference_runs_of_one_config_become_one_paired_row(few_resampl
     assert lut4["vs"] == "lut6-w256 (dwc)" and lut4["n"] == 5 and lut4["paired_seeds"] == [1, 2, 3, 4, 5]
     assert lut4["return_ratio_ci_low"] is not None and lut4["return_ratio"] == pytest.approx(1003.0 / 2006.0)
     assert lut4["meets_target"] is False  # half the return
+
+
+def test_the_training_time_of_a_run_from_before_dwc_recorded_it_is_estimated(tmp_path):
+    """From the rates its metrics logged: each rate times the steps since the record before it (a rate of 0,
+    logged before any was measured, adds nothing), shared among the seeds a leg trained together."""
+    from dwc.core.rundir import estimated_training_seconds
+    recs = [{"step": 1000, "charts/SPS": 0.0}, {"step": 2000, "charts/SPS": 100.0},
+            {"step": 2500, "charts/episodic_return": 1.0}, {"step": 4000, "charts/SPS": 20.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (tmp_path / "legs.json").write_text(json.dumps([{"from_step": 0}, {"from_step": 3000, "seeds_together": [1, 2]}]))
+    assert estimated_training_seconds(tmp_path) == pytest.approx(1000 / 100 + 2000 / 20 / 2)
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 10, "charts/episodic_return": 1.0}) + "\n")
+    assert estimated_training_seconds(tmp_path) is None

@@ -83,9 +83,13 @@ def test_a_stopped_run_resumes_exactly(tmp_path, algo, signum):
     assert 200 <= at < 1000
     if (algo, signum) == ("sac", signal.SIGTERM):  # SAC checkpoints where it stops: its checkpoint.json says so
         assert checkpoint_info(stopped)["step"] == at
+    before = torch.load(stopped / "checkpoint.pt", weights_only=False)["cost"]
     assert main(["train", "--out", str(stopped), "--resume", "--no-progress"]) == 0
     a, b = (torch.load(r / "checkpoint.pt", weights_only=False) for r in (whole, stopped))
     assert differences(a, b) == []
+    # the training's cost counts every leg, from step 0; checkpoint.json holds it for dwc report and sweep
+    assert before["from_step"] == b["cost"]["from_step"] == 0 and 0 < before["cpu_s"] < b["cost"]["cpu_s"]
+    assert before["wall_s"] < b["cost"]["wall_s"] and checkpoint_info(stopped)["cost"] == b["cost"]
     returns = [[(m["step"], m["charts/episodic_return"]) for m in metrics(r) if "charts/episodic_return" in m]
                for r in (whole, stopped)]
     assert len(returns[0]) > 5 and returns[0] == returns[1]
@@ -454,3 +458,27 @@ def test_eval_runs_on_the_device_the_run_names(tmp_path):
         (tmp_path / "config.json").write_text(json.dumps({"env": ENV, "device": named}))
         assert _device(tmp_path, "run").type == want, named
     assert _device(tmp_path, "cpu").type == "cpu"
+
+
+def test_a_runs_cost_adds_up_its_legs_and_splits_a_shared_process(monkeypatch):
+    """A checkpoint's cost: the CPU and wall seconds of every leg so far (the resumed leg's added to what
+    its checkpoint held), each leg's split equally among the seeds its process trained together."""
+    from types import SimpleNamespace
+    import dwc.train.loop as loop_mod
+    clock = {"cpu": 100.0, "wall": 1000.0}
+    monkeypatch.setattr(loop_mod.time, "process_time", lambda: clock["cpu"])
+    monkeypatch.setattr(loop_mod.time, "perf_counter", lambda: clock["wall"])
+
+    def run(resume_state):
+        return SimpleNamespace(start_step=(resume_state or {}).get("step", 0), resume_state=resume_state,
+                               cfg=SimpleNamespace(num_envs=1, steps=10), start_progress=lambda total: None)
+    first = loop_mod.TrainLoop(run(None), None, lambda step: {}, share=3)
+    clock["cpu"] += 30.0
+    clock["wall"] += 60.0
+    assert first.cost() == {"cpu_s": 10.0, "wall_s": 20.0, "from_step": 0}
+    resumed = loop_mod.TrainLoop(run({"step": 5, "cost": first.cost()}), None, lambda step: {})
+    clock["cpu"] += 4.0
+    clock["wall"] += 5.0
+    assert resumed.cost() == {"cpu_s": 14.0, "wall_s": 25.0, "from_step": 0}
+    # a run begun before dwc recorded costs counts from the step it resumed at
+    assert loop_mod.TrainLoop(run({"step": 5}), None, lambda step: {}).cost()["from_step"] == 5

@@ -143,28 +143,39 @@ def write_json(path: Path, obj) -> None:
     write_text(path, json.dumps(obj, indent=2) + "\n")
 
 
-def record_checkpoint(run: Path, step: int) -> None:
-    """RUN/checkpoint.json beside a checkpoint just saved: its step, and the file's size and mtime, by
-    which :func:`checkpoint_info` knows it describes this checkpoint and not the one before (a kill
-    between the two writes)."""
+def record_checkpoint(run: Path, step: int, cost: dict | None = None) -> None:
+    """RUN/checkpoint.json beside a checkpoint just saved: its step, its training cost so far (see
+    :class:`dwc.train.loop.TrainLoop`), and the file's size and mtime, by which :func:`checkpoint_info`
+    knows it describes this checkpoint and not the one before (a kill between the two writes)."""
     st = (Path(run) / CHECKPOINT).stat()
-    write_json(Path(run) / CHECKPOINT_INFO, {"step": int(step), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
+    write_json(Path(run) / CHECKPOINT_INFO, {"step": int(step), **({"cost": cost} if cost else {}),
+                                             "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
 
 
 def checkpoint_info(run: Path) -> dict | None:
-    """A run directory's checkpoint without loading it: {"step"}, or None without one. "step" is None
-    where checkpoint.json does not describe this checkpoint (saved before dwc wrote it, copied without
-    its times, or a kill between the two writes)."""
+    """A run directory's checkpoint without loading it: {"step", "cost"}, or None without one. Both are
+    None where checkpoint.json does not describe this checkpoint (saved before dwc wrote it, copied
+    without its times, or a kill between the two writes); "cost" also where it was saved before dwc
+    recorded one."""
     try:
         st = (Path(run) / CHECKPOINT).stat()
     except OSError:
         return None
     try:
         info = json.loads((Path(run) / CHECKPOINT_INFO).read_text())
-        step = int(info["step"]) if (info["bytes"], info["mtime_ns"]) == (st.st_size, st.st_mtime_ns) else None
+        if (info["bytes"], info["mtime_ns"]) == (st.st_size, st.st_mtime_ns):
+            return {"step": int(info["step"]), "cost": info.get("cost")}
     except (OSError, ValueError, KeyError, TypeError):
-        step = None
-    return {"step": step}
+        pass
+    return {"step": None, "cost": None}
+
+
+def training_cpu_seconds(run: Path) -> float | None:
+    """The CPU seconds a finished run's training took, all its legs together (its share where seeds
+    trained together), from its last checkpoint; None where that checkpoint does not hold them from
+    step 0 (a run begun before dwc recorded them)."""
+    cost = (checkpoint_info(run) or {}).get("cost")
+    return cost["cpu_s"] if cost and cost.get("from_step") == 0 else None
 
 
 LOCK = ".lock"
@@ -217,6 +228,29 @@ def tail_records(run: Path, nbytes: int = 4096) -> list[dict]:
     except OSError:
         return []
     return _records(lines[1:] if size > nbytes else lines)
+
+
+def estimated_training_seconds(run: Path) -> float | None:
+    """For a run trained before dwc recorded its cost: the wall seconds its training took, estimated from the
+    steps per second it logged (each logged rate times the steps since the record before it; its share
+    where seeds trained together, as legs.json says). None without a logged rate."""
+    try:
+        legs = json.loads((Path(run) / LEGS).read_text())
+    except (OSError, ValueError):
+        legs = []
+    together = sorted((leg.get("from_step", 0), len(leg.get("seeds_together") or [1])) for leg in legs)
+
+    def share(step: int) -> int:
+        return next((k for start, k in reversed(together) if start < step), 1)
+    seconds, last, seen = 0.0, 0, False
+    for r in read_metrics(Path(run) / METRICS):
+        sps = r.get("charts/SPS")
+        if sps is None:
+            continue
+        if sps > 0:
+            seconds, seen = seconds + (r["step"] - last) / sps / share(r["step"]), True
+        last = r["step"]
+    return seconds if seen else None
 
 
 def last_logged_step(run: Path) -> int:

@@ -75,10 +75,12 @@ def aggregate(state: dict, results: list[dict], intervals: bool = False, sweep_d
         for key in FIGURES:
             values = [r[key] for r in rs if r.get(key) is not None]
             row[key] = stats.summarize(values) if intervals and key in RETURNS and values else stats.quartiles(values)
-        row["hours"] = stats.quartiles([r["hours_with_teacher"] for r in rs if r.get("hours_with_teacher") is not None])
+        costed = [r for r in rs if r.get("cpu_hours_with_teacher")]
+        row["cpu_hours"] = stats.quartiles([r["cpu_hours_with_teacher"] for r in costed])
+        row["cpu_hours_estimated"] = any(r["cpu_hours_estimated"] for r in costed)
         # what a user's CPU time buys: each run's deployed return over its hours, its teacher's counted
-        row["return_per_hour"] = stats.quartiles([r["deployed_return"] / r["hours_with_teacher"] for r in rs
-                                                  if r.get("hours_with_teacher") and r.get("deployed_return") is not None])
+        row["return_per_cpu_hour"] = stats.quartiles([r["deployed_return"] / r["cpu_hours_with_teacher"] for r in costed
+                                                      if r.get("deployed_return") is not None])
         eq = [r["rtl_equals_frozen"] for r in rs if r.get("rtl_equals_frozen") is not None]
         row["rtl_equals_frozen"] = all(eq) if eq else None
         # the device each circuit was placed on: with a family target, the smallest that fits, per seed
@@ -95,6 +97,11 @@ def _cell(q: dict | None, fmt: str = "{:.1f}") -> str:
     return f"{fmt.format(q['median'])} [{fmt.format(q['q1'])}, {fmt.format(q['q3'])}]"
 
 
+def _hours(r: dict, key: str, fmt: str) -> str:
+    """A row's cost figure, "~" before it where a run's training time is estimated (see the legend)."""
+    return ("~" if r.get("cpu_hours_estimated") and r.get(key) else "") + _cell(r.get(key), fmt)
+
+
 def _grid(head: list[str], body: list[list[str]], markdown: bool) -> str:
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -109,7 +116,7 @@ def table(rows: list[dict], markdown: bool = False) -> str:
     latency and the FPGA the circuits were placed on."""
     ret = lambda q: stats.fmt(q) if q and "iqm" in q else _cell(q)
     head = ["task", "config", "seeds", "steps", "float return", "frozen return", "hardware return", "IR LUTs",
-            "comparators", "FPGA LUTs", "Fmax MHz", "latency cycles", "FPGA", "hours a run"]
+            "comparators", "FPGA LUTs", "Fmax MHz", "latency cycles", "FPGA", "CPU hours a run"]
     body = []
     for r in rows:
         hw = ret(r["rtl_return"])
@@ -120,7 +127,7 @@ def table(rows: list[dict], markdown: bool = False) -> str:
                      _cell(r["ir_luts"], "{:.0f}"), _cell(r["comparators"], "{:.0f}"), _cell(r["luts"], "{:.0f}"),
                      _cell(r["fmax_mhz"]),
                      _cell(r["latency_cycles"], "{:.0f}"), "/".join(r.get("targets") or []) or "-",
-                     _cell(r.get("hours"), "{:.2f}")])
+                     _hours(r, "cpu_hours", "{:.2f}")])
     return _grid(head, body, markdown)
 
 
@@ -139,7 +146,8 @@ def paper_rows(rows: list[dict]) -> list[dict]:
                         "n", "median", "median_ci_low", "median_ci_high", "iqm", "ci_low", "ci_high", "note")},
                     "published_median": pub, "published_model": published.MODELS.get(r["policy"]) if pub else None,
                     "ratio_to_published": q["median"] / pub if pub and q.get("median") is not None else None,
-                    "return_per_hour": (r.get("return_per_hour") or {}).get("median"),
+                    "return_per_cpu_hour": (r.get("return_per_cpu_hour") or {}).get("median"),
+                    "cpu_hours_estimated": r.get("cpu_hours_estimated"),
                     "budget_ratio": published.budget_ratio(r.get("steps_with_teacher") or r["train_steps"],
                                                            len(r["seeds"]))})
     return out
@@ -152,12 +160,13 @@ def _ratio(x: float | None) -> str:
 def paper_table(prow: list[dict], markdown: bool = False) -> str:
     """Our median and IQM with their 95% CIs beside the published median, and the budget ratio."""
     head = ["task", "config", "model", "return", "median [95% CI]", "IQM [95% CI]", "paper median", "ours / paper",
-            "steps x seeds", "budget / paper", "return per hour"]
+            "steps x seeds", "budget / paper", "return per CPU hour"]
     body = [[p["task"], p["config"], p["model"] or "-", p["figure"], stats.fmt(p if p["n"] else None, "median"),
              stats.fmt(p if p["n"] else None), "-" if p["published_median"] is None else f"{p['published_median']:.0f}",
              _ratio(p["ratio_to_published"]),
              f"{p['train_steps']:,} x {p['seeds']}" if p["train_steps"] else f"- x 0/{p['planned']}",
-             _ratio(p["budget_ratio"]), "-" if p["return_per_hour"] is None else f"{p['return_per_hour']:.0f}"]
+             _ratio(p["budget_ratio"]), "-" if p["return_per_cpu_hour"] is None else
+             ("~" if p["cpu_hours_estimated"] else "") + f"{p['return_per_cpu_hour']:.0f}"]
             for p in prow]
     return _grid(head, body, markdown)
 
@@ -167,8 +176,9 @@ PAPER_LEGEND = (f"Published: {published.SOURCE}; paper median = its FP32 MLP 2 x
                 "(model). return = the deployed policy: the frozen integer circuit where the policy has one, else "
                 "the float policy. ours / paper = our median / the published one; budget / paper = our env steps x "
                 f"finished seeds / ({published.STEPS:,} x {published.SEEDS}), a distilled run's steps counting its "
-                f"teacher's too; return per hour = the median over seeds of each run's return / its wall-clock hours "
-                f"(a distilled run's teacher's included), what a CPU-hour of this machine bought. Below "
+                f"teacher's too; return per CPU hour = the median over seeds of each run's return / its training's "
+                f"CPU hours (a distilled run's teacher's included), what an hour of one core bought (~: estimated, "
+                f"see CPU hours above). Below "
                 f"{stats.MIN_SEEDS} seeds no CI "
                 "(\"n = k, no CI\").")
 
@@ -227,9 +237,10 @@ LEGEND = ("Returns: each run's mean deterministic return over the evaluation epi
           "circuit's on any); IR LUTs and comparators = the circuit after the IR passes; FPGA LUTs = synthesised "
           "LUTs (LUT4 on ECP5 and iCE40), Fmax and latency "
           "(clock cycles from observation in to action out): median [25th, 75th percentile]; FPGA = the device(s) "
-          "the circuits were placed on (with a family target, the smallest each seed's circuit fits); hours a run = "
-          "its wall-clock hours on its worker, training, evaluation and hardware stages, a distilled run's with "
-          "its teacher's.")
+          "the circuits were placed on (with a family target, the smallest each seed's circuit fits); CPU hours a "
+          "run = the CPU time its training took, all its legs (its share where seeds trained together in one "
+          "process), a distilled run's with its teacher's; ~ where a run trained before dwc recorded it: the "
+          "wall-clock time estimated from the steps per second it logged.")
 
 
 def curve(metrics: Path, grid: np.ndarray) -> np.ndarray:

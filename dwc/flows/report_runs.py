@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dwc.core.catalog import deployed_return
 from dwc.core.errors import UserError
-from dwc.core.rundir import CONFIG, LEGS, checkpoint_info, last_logged_step
+from dwc.core.rundir import CONFIG, LEGS, checkpoint_info, estimated_training_seconds, last_logged_step
 
 # per-run figures summarised over seeds
 FIGURES = ("float_return", "frozen_return", "rtl_return", "luts", "lut4_sites", "ir_luts", "comparators", "fmax_mhz",
@@ -62,16 +62,29 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
             r = json.loads(p.read_text())
             results.append(dict(r, dir=str(sweep_dir / rec["dir"]), precision=cfg.get("precision"),
                                 options=_options(cfg), deployed_return=deployed_return(r)))
-    # a distilled run's cost counts its teacher's (both trained on this kind of worker), in hours and env steps
-    seconds = {r["id"]: r.get("seconds") for r in results}
+    # a distilled run's cost counts its teacher's, in CPU hours and env steps
+    for r in results:
+        r["cpu_hours"], r["cpu_hours_estimated"] = training_hours(r, Path(r["dir"]) / "run")
+    hours = {r["id"]: r for r in results}
     steps = {r["id"]: r.get("train_steps") for r in results}
     for r in results:
-        if r.get("seconds") is not None:
-            teacher = seconds.get(r.get("teacher")) if r.get("teacher") else 0.0
-            r["hours_with_teacher"] = None if teacher is None else round((r["seconds"] + teacher) / 3600, 3)
+        teacher = hours.get(r.get("teacher")) if r.get("teacher") else {"cpu_hours": 0.0}
+        if r["cpu_hours"] is not None and teacher is not None and teacher["cpu_hours"] is not None:
+            r["cpu_hours_with_teacher"] = r["cpu_hours"] + teacher["cpu_hours"]
+            r["cpu_hours_estimated"] = r["cpu_hours_estimated"] or bool(teacher.get("cpu_hours_estimated"))
         teacher = steps.get(r.get("teacher")) if r.get("teacher") else 0
         r["steps_with_teacher"] = None if teacher is None or r.get("train_steps") is None else r["train_steps"] + teacher
     return state, results
+
+
+def training_hours(result: dict, run: Path) -> tuple[float | None, bool]:
+    """A run's training CPU hours as its result recorded them (all its legs, its share of a process that
+    trained seeds together), else estimated from the rates its metrics logged (wall-clock: a run trained
+    before dwc recorded CPU time); and whether it is the estimate."""
+    if result.get("train_cpu_s") is not None:
+        return result["train_cpu_s"] / 3600, False
+    seconds = estimated_training_seconds(run)
+    return (None, False) if seconds is None else (seconds / 3600, True)
 
 
 def unfinished(sweep_dir: Path, state: dict) -> list[dict]:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from dwc.core.config import RESUMABLE, TrainConfig, train_command
 from dwc.core.errors import OptionError, TimeLimit, UserError, interrupt_on_sigterm
-from dwc.core.rundir import CHECKPOINT, checkpoint_info, hold_lock, write_json
+from dwc.core.rundir import CHECKPOINT, checkpoint_info, hold_lock, training_cpu_seconds, write_json
 from dwc.flows.sweep_spec import ATTEMPTS, RESULT, Job, Spec, TimeLeft, load_spec
 
 
@@ -171,6 +171,7 @@ def _run(job: dict, d: Path, run: Path, resumed: bool, t0: float, trained_on: st
               "frozen_returns": ev["frozen"]["returns"] if circuit else None,
               "hardware": job["hardware"], "rtl_return": None, "rtl_equals_frozen": None, "luts": None,
               "lut4_sites": None, "fmax_mhz": None, "ir_luts": None, "comparators": None, "latency_cycles": None}
+    result["train_cpu_s"] = training_cpu_seconds(run)
     if circuit and not job["hardware"] and cfg.actor.policy != "qmlp":
         result.update(circuit_size(run))
     if job["hardware"]:

@@ -96,7 +96,7 @@ class RunDir:
         self._metrics.flush()
         self.tb.flush()
         atomic_write_bytes(self.ckpt_path, lambda f: torch.save(state, f))
-        record_checkpoint(self.path, state["step"])  # its step, for dwc report and dwc sweep
+        record_checkpoint(self.path, state["step"], state.get("cost"))  # for dwc report and dwc sweep
 
     def start_progress(self, total: int):
         import sys

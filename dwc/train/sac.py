@@ -207,7 +207,7 @@ class _SAC:
 
     def train(self, label: str | None) -> list:
         with contextlib.ExitStack() as stack:
-            self.loops = [stack.enter_context(train_loop(run, None, a, self._state(k)))
+            self.loops = [stack.enter_context(train_loop(run, None, a, self._state(k), share=len(self.runs)))
                           for k, (run, a) in enumerate(zip(self.runs, self.actors))]
             if label and self.loops[0].bar is not None:
                 self.loops[0].bar.set_description(label)
