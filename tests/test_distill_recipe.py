@@ -35,7 +35,10 @@ def test_the_recipe_trains_its_teacher_then_distils_and_resumes_exactly(tmp_path
     tev = json.loads((whole / "teacher/eval.json").read_text())
     assert ev["algo"] == "distill" and ev["train_steps"] == 500
     assert ev["teacher"] == {"path": str(whole / "teacher"), "env": "InvertedPendulum-v5", "policy": "mlp",
-                             "algo": "sac", "train_steps": 1200, "mean_return": tev["mean_return"]}
+                             "algo": "sac", "train_steps": 1200, "train_cpu_s": tev["train_cpu_s"],
+                             "mean_return": tev["mean_return"]}
+    # what each took, recorded by their checkpoints: the student's own CPU time, its teacher's apart
+    assert 0 < ev["train_cpu_s"] and 0 < tev["train_cpu_s"] != ev["train_cpu_s"]
     # stopped while its teacher trains, then resumed: the same teacher and the same student
     proc = subprocess.Popen([sys.executable, "-m", "dwc", *recipe(stopped)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -11,7 +11,7 @@ from dwc.core.defaults import EVAL_DEVICE
 from dwc.core.errors import OptionError, UserError
 from dwc.train.checkpoint import load_actor
 from dwc.train.common import actor_act_fn, evaluate, resolve_device
-from dwc.core.rundir import write_json
+from dwc.core.rundir import training_cpu_seconds, write_json
 
 def train_and_evaluate(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True,
                        command: list[str] | None = None, frozen: bool = False, log=print) -> dict:
@@ -43,7 +43,8 @@ def evaluate_run(run_dir: Path, episodes: int, device: str = EVAL_DEVICE, seed: 
         on_cpu = (actor, cfg, step) if dev.type == "cpu" else None  # else freeze a CPU copy of its own
         circuit = FastExecutor(freeze_run(Path(run_dir), loaded=on_cpu))  # bit-exact with the reference executor
     result = evaluate(actor_act_fn(actor, dev), cfg.env, episodes, seed, progress=progress)
-    result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True)
+    result.update(policy=cfg.actor.policy, algo=cfg.algo, train_steps=int(step), deterministic=True,
+                  train_cpu_s=training_cpu_seconds(Path(run_dir)))
     if stats := actor.circuit_stats():  # the trained circuit's size against its budgets
         result["circuit"] = dict(stats, max_luts=cfg.actor.max_luts or None,
                                  max_comparators=cfg.actor.max_comparators or None, target=cfg.target or None)
@@ -92,12 +93,21 @@ def evaluate_into(run_dir: Path, episodes: int, out: Path | None = None, device:
     return result, out
 
 
+def _cost(result: dict) -> str:
+    """The training's CPU time, a distilled run's teacher's beside it, where the checkpoints recorded them."""
+    own, teacher = result.get("train_cpu_s"), (result.get("teacher") or {}).get("train_cpu_s")
+    if own is None:
+        return ""
+    span = lambda s: f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"  # noqa: E731
+    return f"; training took {span(own)} of CPU time" + (f" (its teacher {span(teacher)})" if teacher else "")
+
+
 def eval_text(result: dict) -> str:
     """An evaluation (:func:`evaluate_run`) for people: the float policy's returns, then the frozen circuit's."""
     head = f"{result['env']}  {result['policy']}/{result['algo']}"
     lines = [f"{head} after {result['train_steps']} steps: return mean {result['mean_return']:.1f}  median "
              f"{result['median_return']:.1f}  std {result['std_return']:.1f}  over {result['episodes']} "
-             f"deterministic episodes"]
+             f"deterministic episodes" + _cost(result)]
     if "frozen" in result:
         f = result["frozen"]
         lines.append(f"{'frozen integer circuit':>{len(head)}} ({result['train_steps']} steps): return mean "

@@ -111,17 +111,19 @@ def teacher_summary(path: Path) -> dict:
     where it was evaluated)."""
     import json
 
-    from dwc.core.rundir import load_config
+    from dwc.core.rundir import load_config, training_cpu_seconds
     from dwc.train.checkpoint import load_checkpoint
     if Path(path).suffix == ".onnx":
         if not Path(path).is_file():
             raise UserError(f"{path} does not exist")
-        return {"path": str(path), "env": None, "policy": "onnx", "algo": None, "train_steps": None, "mean_return": None}
+        return {"path": str(path), "env": None, "policy": "onnx", "algo": None, "train_steps": None, "train_cpu_s": None,
+                "mean_return": None}
     cfg = load_config(Path(path))
     step = int(load_checkpoint(Path(path) / "checkpoint.pt")["step"])
     ev = Path(path) / "eval.json"
     ret = json.loads(ev.read_text()).get("mean_return") if ev.exists() else None
     return {"path": str(path), "env": cfg.env, "policy": cfg.actor.policy, "algo": cfg.algo, "train_steps": step,
+            "train_cpu_s": training_cpu_seconds(Path(path)),
             "mean_return": ret}
 
 
