@@ -440,7 +440,8 @@ def _wait(ray, pending: dict, state: dict, out: Path, progress: bool, log, time_
                     rec.update(state="finished")
                     frozen = f", frozen {r['frozen_return']:.1f}" if r["frozen_return"] is not None else ""
                     rtl = f", RTL {r['rtl_return']:.1f}" if r["rtl_return"] is not None else ""
+                    cpu = f", training {r['train_cpu_s']:.0f} s of CPU time" if r.get("train_cpu_s") is not None else ""
                     say(f"done {j.id}: return {r['float_return']:.1f}{frozen}{rtl} "
-                              f"({r['train_steps']} steps, {r['seconds']:.0f} s)")
+                        f"({r['train_steps']} steps, {r['seconds']:.0f} s{cpu})")
             write_json(out / "sweep.json", state)
     bar.close()
