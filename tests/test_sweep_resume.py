@@ -115,6 +115,7 @@ configs: {{dwc: {{policy: dwc}}}}
     for k, d in runs.items():
         r = json.loads((d / "result.json").read_text())
         assert r["train_steps"] == steps and r["frozen_return"] is not None and len(r["float_returns"]) == 2
+        assert r["train_cpu_s"] > 0  # its training's CPU time, every leg since step 0, however often it was stopped
         if k in finished_before:  # never redone
             assert (d / "result.json").stat().st_mtime_ns == finished_before[k]
         ev = json.loads((d / "run/eval.json").read_text())
