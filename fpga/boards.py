@@ -61,8 +61,6 @@ def _platforms():
                                                                     "on H11, the dock's USB-UART on T13/M11")}
 
 
-
-
 BAUD_TOLERANCE = 0.02  # a UART's bit clock may be off by this much from the other end's and still sample mid-bit
 
 

@@ -65,10 +65,10 @@ def load_runs(sweep_dir: Path) -> tuple[dict, list[dict]]:
     # a distilled run's cost counts its teacher's, in CPU hours and env steps
     for r in results:
         r["cpu_hours"], r["cpu_hours_estimated"] = training_hours(r, Path(r["dir"]) / "run")
-    hours = {r["id"]: r for r in results}
+    by_id = {r["id"]: r for r in results}
     steps = {r["id"]: r.get("train_steps") for r in results}
     for r in results:
-        teacher = hours.get(r.get("teacher")) if r.get("teacher") else {"cpu_hours": 0.0}
+        teacher = by_id.get(r.get("teacher")) if r.get("teacher") else {"cpu_hours": 0.0}
         if r["cpu_hours"] is not None and teacher is not None and teacher["cpu_hours"] is not None:
             r["cpu_hours_with_teacher"] = r["cpu_hours"] + teacher["cpu_hours"]
             r["cpu_hours_estimated"] = r["cpu_hours_estimated"] or bool(teacher.get("cpu_hours_estimated"))
