@@ -1,6 +1,7 @@
 """The float MLP baseline held to a referee: ``dwc train --policy mlp`` against Stable-Baselines3's
 SAC (scripts/referee_sac.py, SB3's own defaults) on the same tasks, seeds, budget and
-``learning_starts``, side by side.
+``learning_starts``, side by side; and ``dwc train --policy mlp --critic crossq`` against sb3-contrib's
+CrossQ (sides dwc-crossq and sb3-crossq). Each dwc side is read against its own referee (REFEREE).
 
 Every DWC result is read against its paired MLP; this bench says whether that MLP is as strong as
 a stock SAC. Per task it reports each seed's deterministic return (10 episodes on the seeds
@@ -11,13 +12,14 @@ median) for each side, their ratio, and 95% CIs from a bootstrap stratified by t
 flagged "below" when its ratio is under 0.9 or its CI lies below 1. One plot per task shows both
 sides' training curves.
 
-Runs go to OUT/runs/TASK/{dwc,sb3}/seedS, each resumable: run the same command again after a stop
+Runs go to OUT/runs/TASK/SIDE/seedS, each resumable: run the same command again after a stop
 and finished runs are kept, the others resume from their checkpoints. Both sides train on one
 torch thread, ``--jobs`` of them at a time. The dwc side runs the ``dwc`` package of the tree this
 script sits in (a frozen copy of the code stays frozen while you edit another).
 
   python scripts/bench_return.py --out /work/bench/referee --seeds 1-3 --steps 100000 --jobs 2
   python scripts/bench_return.py --out /work/bench/referee --report-only   # tables and plots of what finished
+  python scripts/bench_return.py --out /work/bench/crossq --sides dwc-crossq,sb3-crossq --tasks Walker2d-v5
 """
 from __future__ import annotations
 
@@ -34,7 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TASKS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "Walker2d-v5")
-SIDES = ("dwc", "sb3")
+SIDES = ("dwc", "sb3", "dwc-crossq", "sb3-crossq")
+REFEREE = {"dwc": "sb3", "dwc-crossq": "sb3-crossq"}  # each dwc side -> the established implementation it is held to
+LABEL = {"dwc": "dwc train --policy mlp", "sb3": "Stable-Baselines3 SAC",
+         "dwc-crossq": "dwc train --policy mlp --critic crossq", "sb3-crossq": "sb3-contrib CrossQ"}
 BELOW = 0.9  # a task whose ratio is under this (or whose CI lies below 1) is flagged
 
 
@@ -44,12 +49,13 @@ def run_dir(out: Path, task: str, side: str, seed: int) -> Path:
 
 def command(args, task: str, side: str, seed: int, run: Path) -> list[str]:
     common = ["--seed", str(seed), "--steps", str(args.steps), "--learning-starts", str(args.learning_starts)]
-    if side == "sb3":
+    if side.startswith("sb3"):
         return [sys.executable, str(ROOT / "scripts" / "referee_sac.py"), "--env", task, *common,
+                "--algo", "crossq" if side == "sb3-crossq" else "sac",
                 "--eval-episodes", str(args.eval_episodes), "--out", str(run)]
     cmd = [sys.executable, "-m", "dwc", "train", "--env", task, "--policy", "mlp", "--hidden", "256", *common,
            "--threads", "1", "--precision", "float32", "--eval-episodes", str(args.eval_episodes),
-           "--out", str(run), "--no-progress"]
+           "--out", str(run), "--no-progress"] + ["--critic", "crossq"] * (side == "dwc-crossq")
     return cmd + ["--resume"] if (run / "config.json").is_file() else cmd
 
 
@@ -111,39 +117,41 @@ def collect(out: Path) -> dict:
     return found
 
 
-def aggregate(found: dict) -> dict:
-    """IQM of paper-normalised scores over the tasks and seeds both sides finished, each side's CI and
-    the ratio's, from rliable's bootstrap stratified by task (seeds resampled within each task)."""
+def aggregate(found: dict, side: str) -> dict:
+    """IQM of paper-normalised scores over the tasks and seeds ``side`` and its referee both finished, each
+    side's CI and the ratio's, from rliable's bootstrap stratified by task (seeds resampled within each task)."""
     import numpy as np
     from rliable import library as rly
 
     from dwc.core import published
     from dwc.flows import stats
-    tasks = [t for t in sorted(found) if published.published(t, "mlp") and len(paired_seeds(found[t])) > 0]
+    pair = (side, REFEREE[side])
+    tasks = [t for t in sorted(found) if published.published(t, "mlp") and paired_seeds(found[t], side)]
     if not tasks:
         return {"tasks": [], "note": "no task with paired runs"}
-    n = min(len(paired_seeds(found[t])) for t in tasks)  # rliable needs the same runs per task
+    n = min(len(paired_seeds(found[t], side)) for t in tasks)  # rliable needs the same runs per task
     # each task's first n paired seeds (the same seed numbers in every task when the bench ran them all)
-    norm = {side: np.array([[found[t][side][paired_seeds(found[t])[i]]["mean_return"] / published.published(t, "mlp")
-                             for t in tasks] for i in range(n)]) for side in SIDES}
-    iqm = {side: stats.iqm(norm[side]) for side in SIDES}
+    norm = {s: np.array([[found[t][s][paired_seeds(found[t], side)[i]]["mean_return"] / published.published(t, "mlp")
+                          for t in tasks] for i in range(n)]) for s in pair}
+    iqm = {s: stats.iqm(norm[s]) for s in pair}
     out = {"tasks": tasks, "seeds_per_task": n, "runs": n * len(tasks), "normalised_by": "the paper's FP32 MLP median",
-           "iqm": iqm, "ratio": iqm["dwc"] / iqm["sb3"] if iqm["sb3"] > 0 else None, "ci": None, "ratio_ci": None,
+           "iqm": iqm, "ratio": iqm[side] / iqm[pair[1]] if iqm[pair[1]] > 0 else None, "ci": None, "ratio_ci": None,
            "note": None}
     if n * len(tasks) < stats.MIN_SEEDS or n < 2:
         return {**out, "note": stats.no_ci(n * len(tasks))}
     with stats.seeded() as rs:
-        _, ci = rly.get_interval_estimates({s: norm[s] for s in SIDES}, lambda x: np.array([stats.iqm(x)]),
+        _, ci = rly.get_interval_estimates({s: norm[s] for s in pair}, lambda x: np.array([stats.iqm(x)]),
                                            reps=stats.REPS, confidence_interval_size=stats.CONFIDENCE, random_state=rs)
-        paired = rly.StratifiedBootstrap(norm["dwc"], norm["sb3"], random_state=rs)
+        paired = rly.StratifiedBootstrap(norm[side], norm[pair[1]], random_state=rs)
         lo, hi = paired.conf_int(lambda x, y: np.array([stats.iqm(x) / stats.iqm(y)]), reps=stats.REPS,
                                  size=stats.CONFIDENCE, method="percentile")[:, 0]
-    return {**out, "ci": {s: [float(ci[s][0][0]), float(ci[s][1][0])] for s in SIDES},
+    return {**out, "ci": {s: [float(ci[s][0][0]), float(ci[s][1][0])] for s in pair},
             "ratio_ci": [float(lo), float(hi)]}
 
 
-def paired_seeds(by_side: dict) -> list[int]:
-    return sorted(set(by_side.get("dwc", {})) & set(by_side.get("sb3", {})))
+def paired_seeds(by_side: dict, side: str) -> list[int]:
+    """The seeds both ``side`` and its referee finished."""
+    return sorted(set(by_side.get(side, {})) & set(by_side.get(REFEREE[side], {})))
 
 
 def task_rows(found: dict) -> list[dict]:
@@ -152,16 +160,17 @@ def task_rows(found: dict) -> list[dict]:
     rows = []
     for task in sorted(found):
         sides = found[task]
-        seeds = paired_seeds(sides)
         row = {"task": task, "paper_mlp": published.published(task, "mlp"),
                "returns": {side: {s: r["mean_return"] for s, r in sorted(sides.get(side, {}).items())} for side in SIDES},
-               "lengths": {side: {s: r["mean_length"] for s, r in sorted(sides.get(side, {}).items())} for side in SIDES}}
-        if seeds:
-            comp = stats.compare_paired(row["returns"]["dwc"], row["returns"]["sb3"])
-            ratio, hi = comp["ratio"], comp["ratio_ci_high"]
-            comp["verdict"] = ("no ratio" if ratio is None else
-                               "below" if ratio < BELOW or (hi is not None and hi < 1) else "level or above")
-            row["comparison"] = comp
+               "lengths": {side: {s: r["mean_length"] for s, r in sorted(sides.get(side, {}).items())} for side in SIDES},
+               "comparisons": {}}  # dwc side -> its paired comparison with its referee
+        for side, referee in REFEREE.items():
+            if paired_seeds(sides, side):
+                comp = stats.compare_paired(row["returns"][side], row["returns"][referee])
+                ratio, hi = comp["ratio"], comp["ratio_ci_high"]
+                comp["verdict"] = ("no ratio" if ratio is None else
+                                   "below" if ratio < BELOW or (hi is not None and hi < 1) else "level or above")
+                row["comparisons"][side] = comp
         rows.append(row)
     return rows
 
@@ -171,31 +180,40 @@ def fmt_ci(lo, hi) -> str:
 
 
 def text(rep: dict) -> str:
-    lines = ["| task | seeds | dwc MLP, each seed | SB3 SAC, each seed | IQM dwc | IQM SB3 | dwc / SB3 [95% CI] "
-             "| P(dwc > SB3) | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = []
+    for side, referee in REFEREE.items():
+        if any(r["returns"][side] or r["returns"][referee] for r in rep["tasks"]):
+            lines += pair_table(rep, side, referee) + [""]
+    lines += ["Returns: mean of the deterministic evaluation episodes of each seed (the seeds dwc eval uses). Ratio: IQM over the "
+              "paired seeds, 95% CI from a paired stratified bootstrap (rliable) from 5 seeds on. Verdict 'below': "
+              f"ratio under {BELOW} or its CI below 1."]
+    return "\n".join(lines)
+
+
+def pair_table(rep: dict, side: str, referee: str) -> list[str]:
+    """The table of one dwc side against its referee, and their aggregate over the tasks."""
+    lines = [f"{LABEL[side]} against {LABEL[referee]}:", "",
+             "| task | seeds | dwc, each seed | referee, each seed | IQM dwc | IQM referee | dwc / referee [95% CI] "
+             "| P(dwc > referee) | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rep["tasks"]:
-        c = r.get("comparison")
-        each = {side: ", ".join(f"{v:.0f}" for v in r["returns"][side].values()) or "-" for side in SIDES}
+        c = r["comparisons"].get(side)
+        each = {s: ", ".join(f"{v:.0f}" for v in r["returns"][s].values()) or "-" for s in (side, referee)}
         if not c:
-            lines.append(f"| {r['task']} | unpaired | {each['dwc']} | {each['sb3']} | | | | | |")
+            lines.append(f"| {r['task']} | unpaired | {each[side]} | {each[referee]} | | | | | |")
             continue
         ratio = "-" if c["ratio"] is None else f"{c['ratio']:.2f}{fmt_ci(c['ratio_ci_low'], c['ratio_ci_high'])}"
         note = f" ({c['note']})" if c["note"] else ""
-        lines.append(f"| {r['task']} | {c['n']} | {each['dwc']} | {each['sb3']} | {c['candidate_iqm']:.0f} | "
+        lines.append(f"| {r['task']} | {c['n']} | {each[side]} | {each[referee]} | {c['candidate_iqm']:.0f} | "
                      f"{c['baseline_iqm']:.0f} | {ratio}{note} | {c['p_improvement']:.2f} | {c['verdict']} |")
-    a = rep["aggregate"]
+    a = rep["aggregate"][side]
     if a.get("tasks"):
         ci = a["ci"] or {}
         k = a["seeds_per_task"]  # the same count from every task (rliable's bootstrap needs it): the first k paired
         lines += ["", f"Over {len(a['tasks'])} tasks x the first {k} paired seed{'s' * (k != 1)} of each, IQM of scores "
-                  f"normalised by "
-                  f"{a['normalised_by']}: dwc {a['iqm']['dwc']:.3f}{fmt_ci(*ci.get('dwc', (None, None)))}, "
-                  f"SB3 {a['iqm']['sb3']:.3f}{fmt_ci(*ci.get('sb3', (None, None)))}; dwc / SB3 "
+                  f"normalised by {a['normalised_by']}: dwc {a['iqm'][side]:.3f}{fmt_ci(*ci.get(side, (None, None)))}, "
+                  f"referee {a['iqm'][referee]:.3f}{fmt_ci(*ci.get(referee, (None, None)))}; dwc / referee "
                   f"{a['ratio']:.2f}{fmt_ci(*(a['ratio_ci'] or (None, None)))}" + (f" ({a['note']})" if a["note"] else "")]
-    lines += ["", "Returns: mean of the deterministic evaluation episodes of each seed (the seeds dwc eval uses). Ratio: IQM over the "
-              "paired seeds, 95% CI from a paired stratified bootstrap (rliable) from 5 seeds on. Verdict 'below': "
-              f"ratio under {BELOW} or its CI below 1."]
-    return "\n".join(lines)
+    return lines
 
 
 def plot(out: Path, found: dict) -> list[str]:
@@ -209,7 +227,7 @@ def plot(out: Path, found: dict) -> list[str]:
     paths = []
     for task, sides in sorted(found.items()):
         fig, ax = plt.subplots(figsize=(6, 3.6), dpi=110)
-        for side, label in (("dwc", "dwc train --policy mlp"), ("sb3", "Stable-Baselines3 SAC")):
+        for side, label in LABEL.items():
             runs = sorted(out.glob(f"runs/{task}/{side}/seed*/metrics.jsonl"))
             if not runs:
                 continue
@@ -235,7 +253,7 @@ def plot(out: Path, found: dict) -> list[str]:
 def report(out: Path, argv: list[str]) -> dict:
     found = collect(out)
     rep = {"command": [Path(sys.executable).name, "scripts/bench_return.py", *argv], "tasks": task_rows(found),
-           "aggregate": aggregate(found), "plots": plot(out, found)}
+           "aggregate": {side: aggregate(found, side) for side in REFEREE}, "plots": plot(out, found)}
     (out / "bench.json").write_text(json.dumps(rep, indent=2) + "\n")
     (out / "bench.md").write_text(text(rep) + "\n")
     return rep
@@ -246,7 +264,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True, help="bench folder (keep it outside the repository)")
     ap.add_argument("--tasks", default=",".join(TASKS), help="comma-separated env ids (default: the five v5 tasks)")
     ap.add_argument("--seeds", default="1-3", help="e.g. 1-3 or 1,4 (default 1-3)")
-    ap.add_argument("--sides", default="dwc,sb3", help="which to train: dwc, sb3 or both (default both)")
+    ap.add_argument("--sides", default="dwc,sb3",
+                    help=f"which to train, comma-separated: {', '.join(SIDES)} (default dwc,sb3: the SAC pair)")
     ap.add_argument("--steps", type=int, default=100_000, help="env steps per run (default 100000)")
     ap.add_argument("--learning-starts", type=int, default=10_000,
                     help="random-action steps before updates, the same on both sides (default 10000)")
@@ -263,7 +282,7 @@ def main() -> int:
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not sides or set(sides) - set(SIDES):
-        ap.error(f"--sides {args.sides!r}: choose from dwc, sb3")
+        ap.error(f"--sides {args.sides!r}: choose from {', '.join(SIDES)}")
     if args.steps < 1 or args.jobs < 1 or args.eval_episodes < 1 or not 0 <= args.learning_starts < args.steps:
         ap.error("--steps, --jobs and --eval-episodes must be >= 1, and --learning-starts in [0, --steps)")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,12 @@ Our runs use --precision auto (float32) unless told; --precision bfloat16 measur
   mlp-eager      (on request) our MLP SAC with --no-cuda-graphs: what the CUDA graphs bring.
   mlp-fp32       (on request) our MLP SAC with --precision float32: what bf16 matmuls bring
                  (with --precision bfloat16 for the others).
+  mlp-crossq     (on request) our MLP SAC with CrossQ's critics (--critic crossq and its defaults: batch
+                 renormalised 2 x 1024 critics, no targets, the actor every 3rd update).
+  mlp-crossq256  (on request) the same with 256-wide critics (--q-hidden 256).
+  dwc-sparse-crossq256  (on request) dwc-sparse with CrossQ's critics, 256 wide.
+  sb3-crossq     (on request) sb3_contrib.CrossQ("MlpPolicy") with its defaults (2 x 1024 critics),
+                 batch 256; timed as sb3.
   dwc-adam       (on request) only the fused Adam step over a learnable DWC actor's parameters,
                  one per env step as in SAC, with fixed gradients, no env and no networks: the floor
                  that a dense optimiser over the ~10M wiring scores (published size) sets, printed
@@ -52,7 +58,8 @@ from dwc.core.cbuild import cpu_model
 from dwc.train.common import resolve_precision
 from dwc.train.envs import check_env_id
 
-ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "dwc-sparse", "mlp-eager", "mlp-fp32", "dwc-adam", "dwc-refresh")
+ALL = ("sb3", "mlp", "dwc-random", "dwc-learnable", "dwc-sparse", "mlp-eager", "mlp-fp32", "dwc-adam", "dwc-refresh",
+       "mlp-crossq", "mlp-crossq256", "dwc-sparse-crossq256", "sb3-crossq")
 DEFAULT = ALL[:5]
 WARMUP = 1000  # steps after learning starts that are not timed (one SPS window)
 TARGET = 1.5  # our MLP SAC's steps/s over SB3's, and the DWC runs' time per step over the MLP's ...
@@ -63,7 +70,7 @@ def dwc_target(width: int) -> float:
     return TARGET if width <= 256 else 2.0
 
 
-def bench_sb3(args) -> float:
+def bench_sb3(args, crossq: bool = False) -> float:
     import gymnasium as gym
     from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
@@ -84,9 +91,14 @@ def bench_sb3(args) -> float:
 
     torch.set_num_threads(args.threads)
     env = gym.make(args.env)
-    model = SAC("MlpPolicy", env, batch_size=256, buffer_size=max(total, 1), train_freq=1,
-                gradient_steps=1, learning_starts=args.learning_starts, seed=1, device=args.device,
-                policy_kwargs=dict(net_arch=dict(pi=[256, 256], qf=[256, 256])), verbose=0)
+    if crossq:
+        from sb3_contrib import CrossQ
+        model = CrossQ("MlpPolicy", env, batch_size=256, buffer_size=max(total, 1), train_freq=1, gradient_steps=1,
+                       learning_starts=args.learning_starts, seed=1, device=args.device, verbose=0)
+    else:
+        model = SAC("MlpPolicy", env, batch_size=256, buffer_size=max(total, 1), train_freq=1,
+                    gradient_steps=1, learning_starts=args.learning_starts, seed=1, device=args.device,
+                    policy_kwargs=dict(net_arch=dict(pi=[256, 256], qf=[256, 256])), verbose=0)
     timer = Timer()
     model.learn(total_timesteps=total, callback=timer)
     env.close()
@@ -94,8 +106,8 @@ def bench_sb3(args) -> float:
 
 
 def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True, precision: str | None = None,
-               wiring_optim: str = "dense", refresh: int = 0) -> float:
-    from dwc.core.config import TrainConfig
+               wiring_optim: str = "dense", refresh: int = 0, crossq_width: int = 0) -> float:
+    from dwc.core.config import CROSSQ, TrainConfig
     from dwc.train.trainer import train
 
     cfg = TrainConfig(env=args.env, algo="sac", steps=args.learning_starts + args.measure_steps,
@@ -106,6 +118,10 @@ def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True
         cfg.actor.wiring, cfg.actor.wiring_optim, cfg.actor.wiring_refresh = wiring, wiring_optim, refresh
         cfg.actor.width = args.dwc_width
     cfg.sac.learning_starts = args.learning_starts
+    if crossq_width:  # CrossQ's critics and defaults, the critics this wide
+        cfg.sac.critic = "crossq"
+        for name, value in {**CROSSQ, "q_hidden": crossq_width}.items():
+            setattr(cfg.sac, name, value)
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
         run = Path(tmp) / "run"
         train(cfg, run, progress=False)
@@ -150,8 +166,8 @@ def bench_adam(args) -> float:
 
 def measure(name: str, args) -> float:
     """One run's env-steps/s (runs in its own process)."""
-    if name == "sb3":
-        return bench_sb3(args)
+    if name in ("sb3", "sb3-crossq"):
+        return bench_sb3(args, crossq=name == "sb3-crossq")
     if name == "dwc-adam":
         return bench_adam(args)
     return {"mlp": lambda: bench_ours(args, "mlp"),
@@ -160,7 +176,11 @@ def measure(name: str, args) -> float:
             "dwc-sparse": lambda: bench_ours(args, "dwc", "learnable", wiring_optim="sparse"),
             "dwc-refresh": lambda: bench_ours(args, "dwc", "learnable", wiring_optim="sparse", refresh=args.refresh),
             "mlp-eager": lambda: bench_ours(args, "mlp", graphs=False),
-            "mlp-fp32": lambda: bench_ours(args, "mlp", precision="float32")}[name]()
+            "mlp-fp32": lambda: bench_ours(args, "mlp", precision="float32"),
+            "mlp-crossq": lambda: bench_ours(args, "mlp", crossq_width=1024),
+            "mlp-crossq256": lambda: bench_ours(args, "mlp", crossq_width=256),
+            "dwc-sparse-crossq256": lambda: bench_ours(args, "dwc", "learnable", wiring_optim="sparse",
+                                                       crossq_width=256)}[name]()
 
 
 def main() -> None:
@@ -233,14 +253,14 @@ def main() -> None:
     def fmt(x, suffix="x"):
         return "-" if x is None else f"{x:.2f}{suffix}"
 
-    print(f"\n{'run':<15}{'env-steps/s':>12}{'rounds min..max':>16}{'vs SB3':>9}{'time/step vs MLP':>18}")
+    print(f"\n{'run':<22}{'env-steps/s':>12}{'rounds min..max':>16}{'vs SB3':>9}{'time/step vs MLP':>18}")
     rows = {}
     for name, v in sps.items():
         vs_sb3 = ratio(v, sps.get("sb3"))
         vs_mlp = ratio(sps.get("mlp"), v) if name.startswith("dwc") else None
         rows[name] = {"sps": v, "sps_rounds": rounds[name], "ratio_vs_sb3": vs_sb3, "time_per_step_vs_mlp": vs_mlp}
         spread = f"{min(rounds[name]):.1f}..{max(rounds[name]):.1f}"
-        print(f"{name:<15}{v:>12.1f}{spread:>16}{fmt(vs_sb3):>9}{fmt(vs_mlp):>18}")
+        print(f"{name:<22}{v:>12.1f}{spread:>16}{fmt(vs_sb3):>9}{fmt(vs_mlp):>18}")
 
     print("\ntarget checks:")
     checks = {}

@@ -1,10 +1,13 @@
-"""One Stable-Baselines3 SAC run: the referee that ``dwc train --policy mlp`` is held to.
+"""One Stable-Baselines3 SAC run: the referee that ``dwc train --policy mlp`` is held to; with
+``--algo crossq``, sb3-contrib's CrossQ, the referee of ``dwc train --policy mlp --critic crossq``.
 
 SB3's own SAC with its own defaults (lr 3e-4 everywhere, entropy coefficient tuned from 1.0, actor
-updated every step, no observation normalisation); only ``learning_starts`` is set, to the value
-the dwc run it is paired with uses, and the replay buffer is cut to the run's length (it never
-fills past that, so nothing changes). The run folder holds what a ``dwc train`` run folder holds,
-so one report reads both:
+updated every step, no observation normalisation), or sb3-contrib's CrossQ with its own (lr 1e-3,
+Adam beta1 0.5, batch renormalised 2 x 1024 critics without targets, actor every 3rd step; its
+actor also batch renormalised, where dwc's is the actor a circuit replaces); only
+``learning_starts`` is set, to the value the dwc run it is paired with uses, and the replay buffer
+is cut to the run's length (it never fills past that, so nothing changes). The run folder holds
+what a ``dwc train`` run folder holds, so one report reads both:
 
   metrics.jsonl   one line per training episode: step, charts/episodic_return, charts/episodic_length
   eval.json       deterministic episodes on the seeds ``dwc eval`` uses (training seed + 10,000)
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -37,7 +42,8 @@ def versions() -> dict:
     import numpy
     import stable_baselines3
     import torch
-    return {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__,
+    contrib = importlib.util.find_spec("sb3_contrib") and importlib.import_module("sb3_contrib").__version__
+    return {"stable_baselines3": stable_baselines3.__version__, "sb3_contrib": contrib, "torch": torch.__version__,
             "gymnasium": gymnasium.__version__, "mujoco": mujoco.__version__, "numpy": numpy.__version__,
             "python": platform.python_version(), "cpu": platform.processor() or platform.machine()}
 
@@ -73,7 +79,7 @@ def make_callback(metrics: Path, ckpt: Path, every: int, total: int):
         def _on_training_start(self) -> None:
             self.file = metrics.open("a")
             self.bar = tqdm(total=total, initial=self.num_timesteps, unit="step", mininterval=5,
-                            desc=f"sb3 sac {self.training_env.envs[0].spec.id}")
+                            desc=f"sb3 {type(self.model).__name__} {self.training_env.envs[0].spec.id}")
             self.recent: list[float] = []
 
         def _on_step(self) -> bool:
@@ -100,7 +106,10 @@ def make_callback(metrics: Path, ckpt: Path, every: int, total: int):
 def train(args, out: Path):
     import gymnasium as gym
     import torch
-    from stable_baselines3 import SAC
+    if args.algo == "crossq":
+        from sb3_contrib import CrossQ as SAC
+    else:
+        from stable_baselines3 import SAC
 
     torch.set_num_threads(args.threads)
     env = gym.make(args.env)
@@ -117,11 +126,12 @@ def train(args, out: Path):
         model.load_replay_buffer(ckpt / "replay.pkl")
         model.set_random_seed(args.seed + done)
     write_json(out / "config.json", {
-        "referee": "stable-baselines3 SAC", "env": args.env, "seed": args.seed, "steps": args.steps,
+        "referee": "sb3-contrib CrossQ" if args.algo == "crossq" else "stable-baselines3 SAC", "env": args.env, "seed": args.seed, "steps": args.steps,
         "learning_starts": args.learning_starts, "threads": args.threads, "eval_episodes": args.eval_episodes,
         "hyperparameters": {k: repr(getattr(model, k)) for k in (
             "learning_rate", "buffer_size", "batch_size", "tau", "gamma", "train_freq", "gradient_steps",
-            "ent_coef", "target_entropy", "target_update_interval", "policy_kwargs")},
+            "ent_coef", "target_entropy", "target_update_interval", "policy_delay", "policy_kwargs")
+            if hasattr(model, k)},
         "versions": versions(), "command": [sys.executable, *sys.argv]})
     left = args.steps - model.num_timesteps
     t0 = time.perf_counter()
@@ -152,6 +162,8 @@ def main() -> None:
     ap.add_argument("--learning-starts", type=int, default=10_000,
                     help="random-action steps before updates start (default 10000)")
     ap.add_argument("--out", type=Path, required=True, help="run folder (resumed if it holds a checkpoint)")
+    ap.add_argument("--algo", choices=("sac", "crossq"), default="sac",
+                    help="sac: Stable-Baselines3's SAC; crossq: sb3-contrib's CrossQ (default sac)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     ap.add_argument("--eval-episodes", type=int, default=10, help="deterministic episodes at the end (default 10)")
     ap.add_argument("--checkpoint-every", type=int, default=10_000, help="env steps between checkpoints")
@@ -161,10 +173,9 @@ def main() -> None:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
     if not 0 <= args.learning_starts < args.steps:
         ap.error("--learning-starts must be >= 0 and below --steps")
-    try:
-        import stable_baselines3  # noqa: F401
-    except ImportError:
-        sys.exit("error: Stable-Baselines3 is not installed: pip install -e '.[bench]'")
+    for module in ("stable_baselines3", "sb3_contrib")[:1 + (args.algo == "crossq")]:
+        if importlib.util.find_spec(module) is None:
+            sys.exit(f"error: {module} is not installed: pip install -e '.[bench]'")
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     lock = (out / ".lock").open("a+")

@@ -31,7 +31,8 @@ def test_both_sides_train_on_the_same_task_seeds_and_budget_and_are_reported(tmp
             assert steps == sorted(steps) and steps[-1] <= 1200
     rep = json.loads((out / "bench.json").read_text())
     (row,) = rep["tasks"]
-    comp = row["comparison"]
+    assert list(row["comparisons"]) == ["dwc"]  # the CrossQ pair did not run
+    comp = row["comparisons"]["dwc"]
     assert comp["seeds"] == [1, 2] and comp["note"].startswith("n = 2, no CI")
     assert comp["ratio"] == pytest.approx(comp["candidate_iqm"] / comp["baseline_iqm"])
     assert comp["baseline_iqm"] > 0 and comp["verdict"] in ("below", "level or above")
@@ -58,7 +59,8 @@ def test_a_referee_run_resumes_from_its_checkpoint(tmp_path):
 
 def test_bad_options_are_one_line(tmp_path):
     res = run(BENCH, "--out", tmp_path, "--sides", "dwc,ppo")
-    assert res.returncode == 2 and "choose from dwc, sb3" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "choose from dwc, sb3, dwc-crossq, sb3-crossq" in res.stderr
+    assert "Traceback" not in res.stderr
     res = run(REFEREE, "--env", "Hopper-v5", "--seed", "1", "--steps", "100", "--learning-starts", "100",
               "--out", tmp_path / "r")
     assert res.returncode == 2 and "--learning-starts must be" in res.stderr

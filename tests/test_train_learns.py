@@ -1,7 +1,8 @@
-"""The learning checks: a DWC actor trained by SAC and by PPO balances InvertedPendulum. Apart from
-test_train.py (short runs, resume, errors) so that CI's --dist loadfile can run the two files side by side.
-CI runs SAC's check reduced (6k steps: it has learned, not yet balanced; ~2 minutes) and PPO's whole; the
-20k-step SAC check (~9 minutes in CI) is in the slow suite."""
+"""The learning checks: a DWC actor trained by SAC (with its own critics or CrossQ's) and by PPO balances
+InvertedPendulum. Apart from test_train.py (short runs, resume, errors) so that CI's --dist loadfile can
+run the two files side by side. CI runs SAC's check reduced (6k steps: it has learned, not yet balanced;
+~2 minutes), CrossQ's at the same 6k steps and PPO's whole; the 20k-step SAC check (~9 minutes in CI) is
+in the slow suite."""
 import json
 
 import numpy as np
@@ -25,6 +26,21 @@ def test_dwc_sac_starts_to_learn_inverted_pendulum(tmp_path):
     late = [e["charts/episodic_return"] for e in episodes if 4000 < e["step"] <= 6000]
     assert np.median(first) <= 10 and np.median(late) >= 40, (np.median(first), late)
     assert json.loads((run / "eval.json").read_text())["mean_return"] >= 50
+
+
+@pytest.mark.slow
+@pytest.mark.ci  # ~3.5 minutes on 2 cores
+def test_dwc_crossq_learns_inverted_pendulum(tmp_path):
+    """The same 6k steps with CrossQ's critics (--critic crossq, 256 wide here): the circuit already
+    balances the pendulum on seeds 1 and 3 (results/crossq), where SAC's is still learning."""
+    run = tmp_path / "ip-crossq"
+    assert main(["train", "--env", ENV, "--steps", "6000", "--out", str(run), "--width", "256", "--thermo-bits", "31",
+                 "--learning-starts", "2000", "--critic", "crossq", "--q-hidden", "256", "--eval-episodes", "5",
+                 "--no-progress"]) == 0
+    episodes = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if "charts/episodic_return" in l]
+    first = [e["charts/episodic_return"] for e in episodes if e["step"] <= 2000]
+    assert np.median(first) <= 10
+    assert json.loads((run / "eval.json").read_text())["mean_return"] >= 300  # 1000.0, 403.0, 1000.0 on seeds 1-3
 
 
 @pytest.mark.slow

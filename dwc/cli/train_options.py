@@ -3,7 +3,7 @@ same run: each option's name, default and help are said once, here."""
 from __future__ import annotations
 
 from dwc.cli.options import Renamed, count
-from dwc.core.config import OPTIONS, QMLP_HIDDEN, TrainConfig, option_value
+from dwc.core.config import CROSSQ, OPTIONS, QMLP_HIDDEN, TrainConfig, option_value
 from dwc.core.targets import NATIVE_LUT_INPUTS
 
 
@@ -151,6 +151,17 @@ def _add_learner_options(p):
     s.add_argument("--critic-input", choices=("raw", "normalized"),
                    help="what the critics read: the raw observation, or the actor's normalised one, as dwc did "
                         f"before (default {DEFAULT['critic_input']})")
+    s.add_argument("--critic", choices=("sac", "crossq"),
+                   help="sac: twin Q critics with slowly following target copies; crossq (CrossQ, Bhatt et al. "
+                        "2024): batch renormalised critics with no target copies, fewer actor steps (the actor, "
+                        "so the circuit, is the same kind either way). crossq's own defaults for the options not "
+                        "given: " + ", ".join(f"--{k.replace('_', '-')} {shown(v)}" for k, v in CROSSQ.items())
+                        + f" (sb3-contrib's CrossQ) (default {DEFAULT['critic']})")
+    s.add_argument("--q-hidden", type=int, help=f"critics' hidden width (default {DEFAULT['q_hidden']})")
+    s.add_argument("--policy-delay", type=int, metavar="D",
+                   help=f"one actor and entropy step every D critic steps (default {DEFAULT['policy_delay']})")
+    s.add_argument("--adam-beta1", type=float,
+                   help=f"the actor's and critics' Adam beta1 (default {DEFAULT['adam_beta1']})")
     g = p.add_argument_group("PPO")
     g.add_argument("--rollout-steps", type=int,
                    help=f"steps per env per iteration (default {DEFAULT['rollout_steps']})")

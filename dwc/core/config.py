@@ -88,6 +88,17 @@ class SACConfig:
     # ("normalized", as dwc did before); the actor normalises its own input either way (a DWC's thresholds
     # need it)
     critic_input: str = "raw"
+    # the critics: "sac" (twin Q with Polyak-averaged target copies) or "crossq" (Bhatt et al. 2024: batch
+    # renormalised twin Q, no target copies, the current and next state-actions in one batch); the actor
+    # is the same either way, so a circuit's structure does not depend on it. --critic crossq brings its
+    # own defaults (CROSSQ) for the options not given.
+    critic: str = "sac"
+    policy_delay: int = 1  # one actor and alpha step every this many critic steps (TD3's and CrossQ's delay)
+    adam_beta1: float = 0.9  # the actor's and critics' Adam beta1
+
+
+# --critic crossq: sb3-contrib's CrossQ defaults (its referee), for the options a run does not give
+CROSSQ = {"actor_lr": 1e-3, "q_lr": 1e-3, "alpha_lr": 1e-3, "adam_beta1": 0.5, "policy_delay": 3, "q_hidden": 1024}
 
 
 @dataclass
@@ -209,7 +220,8 @@ OPTIONS = {
     **{k: "actor" for k in ("policy", "layers", "width", "last_width", "lut_inputs", "thermo_bits", "wiring",
                             "wiring_optim", "wiring_refresh", "hidden", "weight_bits", "act_bits", "out_bits", "fan_in", "max_luts", "max_comparators")},
     **{k: "sac" for k in ("learning_starts", "batch_size", "buffer_size", "actor_lr", "q_lr", "alpha_lr", "adam_eps",
-                          "policy_frequency", "alpha", "critic_input")},
+                          "policy_frequency", "alpha", "critic_input", "critic", "q_hidden", "policy_delay",
+                          "adam_beta1")},
     **{k: "ppo" for k in ("rollout_steps",)},
     **{k: "distill" for k in ("teacher", "teacher_steps", "dagger_steps", "updates_per_step", "distill_lr",
                               "dagger_noise")},
@@ -291,6 +303,10 @@ def config_from_options(options: dict, where: str = "option", teacher_env: str |
         if "env" in options and cfg.env != task:
             raise OptionError("teacher", f" {cfg.distill.teacher} was trained on {task}, not --env {cfg.env}")
         cfg.env = task
+    if cfg.sac.critic == "crossq":
+        for name, value in CROSSQ.items():
+            if name not in options:
+                setattr(cfg.sac, name, value)
     a = cfg.actor
     if a.max_luts and "width" not in options:  # the budget sizes the layers (those --last-width leaves)
         a.width = (max(1, (a.max_luts - a.last_width) // (a.layers - 1)) if a.last_width and a.layers > 1
@@ -333,6 +349,13 @@ def validate(cfg: TrainConfig) -> None:
         (min(cfg.sac.actor_lr, cfg.sac.q_lr, cfg.sac.alpha_lr, cfg.sac.adam_eps, cfg.sac.alpha) > 0,
          "--actor-lr, --q-lr, --alpha-lr, --adam-eps and --alpha must be > 0"),
         (cfg.sac.policy_frequency >= 1, f"--policy-frequency must be >= 1, got {cfg.sac.policy_frequency}"),
+        (cfg.sac.policy_delay >= 1, f"--policy-delay must be >= 1, got {cfg.sac.policy_delay}"),
+        (cfg.sac.policy_delay == 1 or cfg.sac.policy_frequency == 1,
+         "give --policy-delay (one actor step every D critic steps) or --policy-frequency (K actor steps every K "
+         "critic steps), not both"),
+        (0 <= cfg.sac.adam_beta1 < 1, f"--adam-beta1 must be in [0, 1), got {cfg.sac.adam_beta1}"),
+        (cfg.sac.q_hidden >= 1, f"--q-hidden must be >= 1, got {cfg.sac.q_hidden}"),
+        (cfg.sac.critic in ("sac", "crossq"), f"--critic must be sac or crossq, got {cfg.sac.critic!r}"),
         (cfg.sac.critic_input in ("raw", "normalized"),
          f"--critic-input must be raw or normalized, got {cfg.sac.critic_input!r}"),
         (cfg.num_envs >= 1, f"--num-envs must be >= 1, got {cfg.num_envs}"),

@@ -2,8 +2,8 @@
 configuration trained together in one process (``dwc train --seeds``, dwc.train.multiseed).
 
 The SAC authors' hyper-parameters by default (see SACConfig; docs/referee holds them to Stable-Baselines3's
-SAC). Float twin-Q critics that read the raw observation; the actor is either the DWC or the MLP
-baseline (same interface). Speed choices, each measured (scripts/bench_train.py):
+SAC). Float twin-Q critics that read the raw observation, or CrossQ's (``--critic crossq``: batch
+renormalised, no target copies); the actor is either the DWC or the MLP baseline (same interface). Speed choices, each measured (scripts/bench_train.py):
 - the twin critics are one batched module (one bmm per layer instead of two matmuls), all seeds' too
   (dwc.train.sac_nets);
 - the actor step does not compute critic weight-gradients (critic params frozen during it);
@@ -90,7 +90,8 @@ class _SAC:
             seed_everything(c.seed)
             actor = build_actor(c.actor, self.obs_dim, self.act_dim, space.low, space.high).to(self.device)
             actor.set_precision(precision)
-            critics.append(TwinQ(self.obs_dim + self.act_dim, self.sc.q_hidden, mid_dtype=precision).to(self.device))
+            critics.append(TwinQ(self.obs_dim + self.act_dim, self.sc.q_hidden, mid_dtype=precision,
+                                 renorm=self.sc.critic == "crossq").to(self.device))
             gen = torch.Generator(device=self.device)
             if self.device.type == "cpu":
                 gen.set_state(torch.get_rng_state())
@@ -164,8 +165,8 @@ class _SAC:
                  for f in ReplayBuffer.FIELDS]
         noise_next = torch.stack([torch.randn(sc.batch_size, self.act_dim, device=device, generator=g)
                                   for g in self.gens])
-        noise_pi = None
-        if self.counters[0]["updates"] % sc.policy_frequency == 0:
+        noise_pi = None  # K actor steps every K critic steps (CleanRL), or one every D (TD3's, CrossQ's delay)
+        if self.counters[0]["updates"] % (sc.policy_frequency * sc.policy_delay) == 0:
             noise_pi = torch.stack([torch.randn(sc.policy_frequency, sc.batch_size, self.act_dim, device=device,
                                                 generator=g) for g in self.gens], 1)
         with flush_denormals():

@@ -43,12 +43,15 @@ class SeedsLearner:
         for a in actors:
             a.set_precision(precision)
         self.qf = TwinQ.joined(critics)  # the 2K members of all seeds' critics, seed-major
-        self.qf_target = copy.deepcopy(self.qf)
+        self.crossq = sc.critic == "crossq"
+        self.qf_target = None if self.crossq else copy.deepcopy(self.qf)  # CrossQ has no target critics
         opt = dict(fused=True, capturable=graphs)  # capturable: step counts live on the GPU
+        betas = (sc.adam_beta1, 0.999)
         self.params_per_actor = len(list(actors[0].parameters()))
         # Adam; a learnable wiring trained with --wiring-optim sparse sends sparse gradients, stepped lazily
-        self.actor_opt = WiringAdam([p for a in actors for p in a.parameters()], lr=sc.actor_lr, eps=sc.adam_eps, **opt)
-        self.q_opt = torch.optim.Adam(self.qf.parameters(), lr=sc.q_lr, **opt)
+        self.actor_opt = WiringAdam([p for a in actors for p in a.parameters()], lr=sc.actor_lr, eps=sc.adam_eps,
+                                    betas=betas, **opt)
+        self.q_opt = torch.optim.Adam(self.qf.parameters(), lr=sc.q_lr, betas=betas, **opt)
         self.log_alpha = torch.full((self.k,), math.log(sc.alpha), device=device, requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sc.alpha_lr, **opt)
         self.target_entropy = -float(actors[0].action_scale.numel())
@@ -60,8 +63,9 @@ class SeedsLearner:
         rows = _critic_rows(k)
         state = {"actor": self.actors.actors[k].state_dict(),
                  "qf": {n: t[rows].clone() for n, t in self.qf.state_dict().items()},
-                 "qf_target": {n: t[rows].clone() for n, t in self.qf_target.state_dict().items()},
                  "log_alpha": self.log_alpha.detach()[k].clone()}
+        if self.qf_target is not None:
+            state["qf_target"] = {n: t[rows].clone() for n, t in self.qf_target.state_dict().items()}
         P = self.params_per_actor
         critic_params = len(self.q_opt.param_groups[0]["params"])
         state["actor_opt"] = _optimizer_part(self.actor_opt, {i: (k * P + i, None) for i in range(P)})
@@ -75,7 +79,7 @@ class SeedsLearner:
             for k, s in enumerate(states):
                 self.actors.actors[k].load_state_dict(s["actor"])
                 for critic, key in ((self.qf, "qf"), (self.qf_target, "qf_target")):
-                    for name, t in critic.state_dict().items():
+                    for name, t in critic.state_dict().items() if critic is not None else ():
                         t[_critic_rows(k)] = s[key][name].to(t)
                 self.log_alpha[k] = s["log_alpha"].to(self.log_alpha)
         P = self.params_per_actor
@@ -93,16 +97,21 @@ class SeedsLearner:
     def update(self, obs, next_obs, actions, rewards, terms, noise_next, noise_pi=None) -> dict:
         """One gradient step of every seed; inputs (K, batch, ...). ``noise_pi`` (policy_frequency, K,
         batch, act) also steps the actors and alphas (CleanRL's delayed update). Returns per-seed losses
-        (K,), not synced."""
+        (K,), not synced. With CrossQ's critics the actor step reads them by their running statistics."""
         sc, actors, qf = self.sc, self.actors, self.qf
         alpha = self.log_alpha.detach().exp().unsqueeze(1)
         with torch.no_grad():
             next_a, next_logp, _ = sample_action(actors, next_obs, noise_next)
-            q_next = self.qf_target(critic_view(sc, actors.normalize, next_obs), next_a).min(1).values \
-                - alpha * next_logp
-            target = rewards + sc.gamma * (1.0 - terms) * q_next
-        xn = critic_view(sc, actors.normalize, obs)
-        q = qf(xn, actions)
+        xn, xn_next = critic_view(sc, actors.normalize, obs), critic_view(sc, actors.normalize, next_obs)
+        if self.crossq:  # one forward of the current and next pairs: the batch statistics of both (CrossQ)
+            both = qf(torch.cat([xn, xn_next], 1), torch.cat([actions, next_a], 1), update_stats=True)
+            q, q_next = both[..., :obs.shape[1]], both[..., obs.shape[1]:].detach()
+        else:
+            q = qf(xn, actions)
+            with torch.no_grad():
+                q_next = self.qf_target(xn_next, next_a)
+        with torch.no_grad():
+            target = rewards + sc.gamma * (1.0 - terms) * (q_next.min(1).values - alpha * next_logp)
         q_losses = (q - target.unsqueeze(1)).square().mean(2).sum(1)
         self.q_opt.zero_grad(set_to_none=True)
         q_losses.sum().backward()
@@ -110,8 +119,9 @@ class SeedsLearner:
         stats = {"losses/q": q_losses.detach() / 2, "losses/q_mean": q.detach().mean((1, 2))}
         if noise_pi is not None:
             stats.update(self._actor_steps(obs, xn, noise_pi))
-        with torch.no_grad():
-            torch._foreach_lerp_(list(self.qf_target.parameters()), list(qf.parameters()), sc.tau)
+        if self.qf_target is not None:
+            with torch.no_grad():
+                torch._foreach_lerp_(list(self.qf_target.parameters()), list(qf.parameters()), sc.tau)
         return stats
 
     def _actor_steps(self, obs, xn, noise_pi) -> dict:
@@ -147,7 +157,7 @@ class SACLearner(SeedsLearner):
 
     def __init__(self, actor, obs_dim: int, act_dim: int, sc, device: torch.device, graphs: bool = False,
                  precision: torch.dtype = torch.float32):
-        critic = TwinQ(obs_dim + act_dim, sc.q_hidden, mid_dtype=precision).to(device)
+        critic = TwinQ(obs_dim + act_dim, sc.q_hidden, mid_dtype=precision, renorm=sc.critic == "crossq").to(device)
         super().__init__([actor], [critic], sc, device, graphs, precision)
 
     @property

@@ -12,6 +12,7 @@ from torch import nn
 
 from dwc.models.actors import MLPActor
 from dwc.models.encoding import CLIP, running_stats
+from dwc.train.batch_renorm import MemberRenorm
 from dwc.train.common import sample_action
 
 
@@ -21,10 +22,15 @@ class TwinQ(nn.Module):
 
     ``mid_dtype`` bfloat16 runs the hidden x hidden layer (94% of the FLOPs) in bf16 with float32
     accumulation; the input layer and the Q output stay float32 (a bf16 Q of ~300 would be
-    rounded by ~1, as large as a reward)."""
+    rounded by ~1, as large as a reward).
 
-    def __init__(self, in_dim: int, hidden: int, members: int = 2, mid_dtype: torch.dtype = torch.float32):
+    ``renorm``: CrossQ's critic, a batch renormalisation before every layer (dwc.train.batch_renorm);
+    ``forward(..., update_stats=True)`` normalises by the batch and moves the running statistics."""
+
+    def __init__(self, in_dim: int, hidden: int, members: int = 2, mid_dtype: torch.dtype = torch.float32,
+                 renorm: bool = False):
         super().__init__()
+        self.norms = nn.ModuleList(MemberRenorm(members, n) for n in (in_dim, hidden, hidden)) if renorm else None
         sizes = [in_dim, hidden, hidden, 1]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
@@ -47,9 +53,14 @@ class TwinQ(nn.Module):
         joint.biases = nn.ParameterList(nn.Parameter(torch.cat([c.biases[i].detach() for c in critics]))
                                         for i in range(len(critics[0].biases)))
         joint.members = sum(c.members for c in critics)
+        if joint.norms is not None:
+            for i, norm in enumerate(joint.norms):
+                for name, t in [*norm.named_parameters(recurse=False), *norm.named_buffers(recurse=False)]:
+                    joined = torch.cat([getattr(c.norms[i], name).detach() for c in critics])
+                    setattr(norm, name, nn.Parameter(joined) if isinstance(t, nn.Parameter) else joined)
         return joint
 
-    def forward(self, xn: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    def forward(self, xn: torch.Tensor, action: torch.Tensor, update_stats: bool = False) -> torch.Tensor:
         """Every member's Q of one input (batch, ...) -> (members, batch), or each seed's twin Q of its own
         inputs (K, batch, ...) -> (K, 2, batch)."""
         h = torch.cat([xn, action], -1)
@@ -58,9 +69,10 @@ class TwinQ(nn.Module):
         else:  # seed k's input to its members 2k, 2k + 1 (for one seed: the same view as above)
             h = h.unsqueeze(1).expand(-1, 2, -1, -1).reshape(self.members, *h.shape[1:])
         (w0, w1, w2), (b0, b1, b2), dt = self.weights, self.biases, self.mid_dtype
-        h = torch.relu(torch.baddbmm(b0, h, w0))
-        h = torch.relu(torch.baddbmm(b1.to(dt), h.to(dt), w1.to(dt))).float()
-        q = torch.baddbmm(b2, h, w2).squeeze(-1)  # (members, batch)
+        norm = (lambda i, x: self.norms[i](x, update_stats)) if self.norms is not None else (lambda i, x: x)
+        h = torch.relu(torch.baddbmm(b0, norm(0, h), w0))
+        h = torch.relu(torch.baddbmm(b1.to(dt), norm(1, h).to(dt), w1.to(dt))).float()
+        q = torch.baddbmm(b2, norm(2, h), w2).squeeze(-1)  # (members, batch)
         return q if xn.dim() == 2 else q.view(-1, 2, q.shape[-1])
 
 
