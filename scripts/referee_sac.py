@@ -117,8 +117,10 @@ def train(args, out: Path):
     done = checkpoint_step(ckpt)
     if done is None:
         metrics.unlink(missing_ok=True)
+        kwargs = {} if args.q_hidden is None else {  # the library's actor, critics of --q-hidden
+            "policy_kwargs": {"net_arch": {"pi": [256, 256], "qf": [args.q_hidden] * 2}}}
         model = SAC("MlpPolicy", env, learning_starts=args.learning_starts, buffer_size=min(1_000_000, args.steps),
-                    seed=args.seed, device="cpu", verbose=0)
+                    seed=args.seed, device="cpu", verbose=0, **kwargs)
     else:
         print(f"resuming from the checkpoint at step {done:,}", flush=True)
         trim_metrics(metrics, done)
@@ -126,7 +128,8 @@ def train(args, out: Path):
         model.load_replay_buffer(ckpt / "replay.pkl")
         model.set_random_seed(args.seed + done)
     write_json(out / "config.json", {
-        "referee": "sb3-contrib CrossQ" if args.algo == "crossq" else "stable-baselines3 SAC", "env": args.env, "seed": args.seed, "steps": args.steps,
+        "referee": "sb3-contrib CrossQ" if args.algo == "crossq" else "stable-baselines3 SAC", "env": args.env,
+        "q_hidden": args.q_hidden, "seed": args.seed, "steps": args.steps,
         "learning_starts": args.learning_starts, "threads": args.threads, "eval_episodes": args.eval_episodes,
         "hyperparameters": {k: repr(getattr(model, k)) for k in (
             "learning_rate", "buffer_size", "batch_size", "tau", "gamma", "train_freq", "gradient_steps",
@@ -164,10 +167,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="run folder (resumed if it holds a checkpoint)")
     ap.add_argument("--algo", choices=("sac", "crossq"), default="sac",
                     help="sac: Stable-Baselines3's SAC; crossq: sb3-contrib's CrossQ (default sac)")
+    ap.add_argument("--q-hidden", type=int, help="critics' hidden width, both layers (default: the library's, 256 "
+                                                 "for SAC, 1024 for CrossQ)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     ap.add_argument("--eval-episodes", type=int, default=10, help="deterministic episodes at the end (default 10)")
     ap.add_argument("--checkpoint-every", type=int, default=10_000, help="env steps between checkpoints")
     args = ap.parse_args()
+    if args.q_hidden is not None and args.q_hidden < 1:
+        ap.error("--q-hidden must be >= 1")
     for name in ("steps", "threads", "eval_episodes", "checkpoint_every"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")

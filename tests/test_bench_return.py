@@ -75,3 +75,19 @@ def test_a_referee_run_in_training_is_not_trained_twice(tmp_path):
         res = run(REFEREE, "--env", "Hopper-v5", "--seed", "1", "--steps", "300", "--learning-starts", "100",
                   "--out", out)
     assert res.returncode == 1 and "another process is training" in res.stderr and not (out / "metrics.jsonl").exists()
+
+
+def test_the_crossq_pair_trains_the_same_critics_on_both_sides(tmp_path):
+    out = tmp_path / "bench"
+    res = run(BENCH, "--out", out, "--tasks", "Hopper-v5", "--seeds", "1", "--steps", "1100", "--learning-starts",
+              "1000", "--eval-episodes", "1", "--jobs", "2", "--sides", "dwc-crossq,sb3-crossq", "--q-hidden", "32")
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = out / "runs" / "Hopper-v5"
+    ours = json.loads((runs / "dwc-crossq" / "seed1" / "config.json").read_text())["sac"]
+    referee = json.loads((runs / "sb3-crossq" / "seed1" / "config.json").read_text())
+    assert ours["critic"] == "crossq" and ours["q_hidden"] == 32 and ours["policy_delay"] == 3
+    assert referee["referee"] == "sb3-contrib CrossQ" and referee["q_hidden"] == 32
+    assert "'qf': [32, 32]" in referee["hyperparameters"]["policy_kwargs"]
+    (row,) = json.loads((out / "bench.json").read_text())["tasks"]
+    assert list(row["comparisons"]) == ["dwc-crossq"] and row["comparisons"]["dwc-crossq"]["seeds"] == [1]
+    assert "against sb3-contrib CrossQ" in (out / "bench.md").read_text()
