@@ -76,6 +76,24 @@ def test_build_trains_compiles_verifies_and_synthesises(tmp_path):
     assert Path(syn["constraints"]).suffix == ".pcf"
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # ~1 minute
+def test_build_trains_a_teacher_distils_it_compiles_and_verifies(tmp_path):
+    """The two-stage recipe from a task to a verified circuit in one command: a float MLP teacher by SAC,
+    a DWC student by DAgger, the frozen circuit compiled and run in Verilator against the IR."""
+    out = tmp_path / "d"
+    assert main(["build", "--env", "InvertedPendulum-v5", "--algo", "distill", "--teacher-steps", "1200",
+                 "--learning-starts", "300", "--hidden", "32", "--steps", "500", "--dagger-steps", "250",
+                 "--target", "none", "--pipeline", "1", "--verify-episodes", "2", "--out", str(out), "--no-progress",
+                 *SMALL_DWC]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["stages_run"] == ["train", "compile", "verify"] and s["rtl_equals_frozen"]
+    teacher = json.loads((out / "run" / "teacher" / "eval.json").read_text())
+    assert teacher["policy"] == "mlp" and teacher["train_steps"] == 1200
+    ev = json.loads((out / "run" / "eval.json").read_text())
+    assert ev["algo"] == "distill" and ev["teacher"]["train_steps"] == 1200 and ev["policy"] == "dwc"
+
+
 def test_build_summary_shows_the_timing_verdict_and_the_placed_cells():
     from dwc.flows.build import summary_table
     s = {"env": "InvertedPendulum-v5", "policy": "dwc", "run": "r", "float_return": 1000.0, "episodes": 2,
