@@ -273,8 +273,8 @@ def main() -> int:
                     help="random-action steps before updates, the same on both sides (default 10000)")
     ap.add_argument("--eval-episodes", type=int, default=10, help="deterministic episodes per run (default 10)")
     ap.add_argument("--q-hidden", type=int,
-                    help="the CrossQ sides' critic width, both sides (default: CrossQ's 1024; 256 costs a CPU "
-                         "about a sixth per update)")
+                    help="the CrossQ sides' critic width, both sides (default: CrossQ's 1024; 256 is much "
+                         "cheaper on a CPU)")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time, one core each (default 1)")
     ap.add_argument("--report-only", action="store_true", help="no training: tables and plots of the finished runs")
     args = ap.parse_args()

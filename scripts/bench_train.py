@@ -107,7 +107,7 @@ def bench_sb3(args, crossq: bool = False) -> float:
 
 def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True, precision: str | None = None,
                wiring_optim: str = "dense", refresh: int = 0, crossq_width: int = 0) -> float:
-    from dwc.core.config import CROSSQ, TrainConfig
+    from dwc.core.config import TrainConfig, use_crossq
     from dwc.train.trainer import train
 
     cfg = TrainConfig(env=args.env, algo="sac", steps=args.learning_starts + args.measure_steps,
@@ -119,9 +119,8 @@ def bench_ours(args, policy: str, wiring: str | None = None, graphs: bool = True
         cfg.actor.width = args.dwc_width
     cfg.sac.learning_starts = args.learning_starts
     if crossq_width:  # CrossQ's critics and defaults, the critics this wide
-        cfg.sac.critic = "crossq"
-        for name, value in {**CROSSQ, "q_hidden": crossq_width}.items():
-            setattr(cfg.sac, name, value)
+        cfg.sac.q_hidden = crossq_width
+        use_crossq(cfg.sac, given=("q_hidden",))
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
         run = Path(tmp) / "run"
         train(cfg, run, progress=False)

@@ -107,9 +107,9 @@ def train(args, out: Path):
     import gymnasium as gym
     import torch
     if args.algo == "crossq":
-        from sb3_contrib import CrossQ as SAC
+        from sb3_contrib import CrossQ as Algo
     else:
-        from stable_baselines3 import SAC
+        from stable_baselines3 import SAC as Algo
 
     torch.set_num_threads(args.threads)
     env = gym.make(args.env)
@@ -119,12 +119,12 @@ def train(args, out: Path):
         metrics.unlink(missing_ok=True)
         kwargs = {} if args.q_hidden is None else {  # the library's actor, critics of --q-hidden
             "policy_kwargs": {"net_arch": {"pi": [256, 256], "qf": [args.q_hidden] * 2}}}
-        model = SAC("MlpPolicy", env, learning_starts=args.learning_starts, buffer_size=min(1_000_000, args.steps),
-                    seed=args.seed, device="cpu", verbose=0, **kwargs)
+        model = Algo("MlpPolicy", env, learning_starts=args.learning_starts, buffer_size=min(1_000_000, args.steps),
+                     seed=args.seed, device="cpu", verbose=0, **kwargs)
     else:
         print(f"resuming from the checkpoint at step {done:,}", flush=True)
         trim_metrics(metrics, done)
-        model = SAC.load(ckpt / "model.zip", env=env, device="cpu")
+        model = Algo.load(ckpt / "model.zip", env=env, device="cpu")
         model.load_replay_buffer(ckpt / "replay.pkl")
         model.set_random_seed(args.seed + done)
     write_json(out / "config.json", {

@@ -101,6 +101,14 @@ class SACConfig:
 CROSSQ = {"actor_lr": 1e-3, "q_lr": 1e-3, "alpha_lr": 1e-3, "adam_beta1": 0.5, "policy_delay": 3, "q_hidden": 1024}
 
 
+def use_crossq(sac: SACConfig, given=()) -> None:
+    """CrossQ's critics, with CROSSQ's defaults for the options not in ``given``."""
+    sac.critic = "crossq"
+    for name, value in CROSSQ.items():
+        if name not in given:
+            setattr(sac, name, value)
+
+
 @dataclass
 class PPOConfig:
     """CleanRL continuous-action PPO defaults, for cheap many-env training."""
@@ -304,9 +312,7 @@ def config_from_options(options: dict, where: str = "option", teacher_env: str |
             raise OptionError("teacher", f" {cfg.distill.teacher} was trained on {task}, not --env {cfg.env}")
         cfg.env = task
     if cfg.sac.critic == "crossq":
-        for name, value in CROSSQ.items():
-            if name not in options:
-                setattr(cfg.sac, name, value)
+        use_crossq(cfg.sac, options)
     a = cfg.actor
     if a.max_luts and "width" not in options:  # the budget sizes the layers (those --last-width leaves)
         a.width = (max(1, (a.max_luts - a.last_width) // (a.layers - 1)) if a.last_width and a.layers > 1

@@ -3,7 +3,8 @@ configuration trained together in one process (``dwc train --seeds``, dwc.train.
 
 The SAC authors' hyper-parameters by default (see SACConfig; docs/referee holds them to Stable-Baselines3's
 SAC). Float twin-Q critics that read the raw observation, or CrossQ's (``--critic crossq``: batch
-renormalised, no target copies); the actor is either the DWC or the MLP baseline (same interface). Speed choices, each measured (scripts/bench_train.py):
+renormalised, no target copies); the actor is either the DWC or the MLP baseline (same interface).
+Speed choices, each measured (scripts/bench_train.py):
 - the twin critics are one batched module (one bmm per layer instead of two matmuls), all seeds' too
   (dwc.train.sac_nets);
 - the actor step does not compute critic weight-gradients (critic params frozen during it);

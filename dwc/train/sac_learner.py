@@ -78,8 +78,8 @@ class SeedsLearner:
         with torch.no_grad():
             for k, s in enumerate(states):
                 self.actors.actors[k].load_state_dict(s["actor"])
-                for critic, key in ((self.qf, "qf"), (self.qf_target, "qf_target")):
-                    for name, t in critic.state_dict().items() if critic is not None else ():
+                for critic, key in [(c, n) for c, n in ((self.qf, "qf"), (self.qf_target, "qf_target")) if c is not None]:
+                    for name, t in critic.state_dict().items():
                         t[_critic_rows(k)] = s[key][name].to(t)
                 self.log_alpha[k] = s["log_alpha"].to(self.log_alpha)
         P = self.params_per_actor
